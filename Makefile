@@ -1,0 +1,32 @@
+# Two commands do everything on a fresh machine (see README.md):
+#   make train   set up, then train the attention model on dates and draw its alignments
+#   make test    set up, then run the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU build of torch, pinned: a loose `torch` in a fresh environment pulls a multi-GB CUDA build.
+TORCH_CPU := torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: setup train test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[dev,torch]"
+	touch $(STAMP)
+
+train: $(STAMP)
+	$(BIN)/attention-course train --track numpy --out runs/dates
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/time_attention.py
+	$(BIN)/python benchmarks/dates_time_to_accuracy.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -1,0 +1,183 @@
+"""The basic layers: Embedding, Affine, softmax (plain and masked), softmax cross-entropy over time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..testing.shapes import ShapeError, check_array
+from .base import Layer, as_dtype, float_dtype, init_rng
+
+__all__ = ["Embedding", "Affine", "Softmax", "softmax", "masked_softmax", "softmax_backward",
+           "SoftmaxCrossEntropy"]
+
+
+class Embedding(Layer):
+    """Look up a row of ``W`` for every token id: ``out[n, t] = W[ids[n, t]]``.
+
+    Shapes:
+        ids: (...) integer, values in [0, V).  W: (V, D).  returns: (..., D).
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int, rng=None, dtype=np.float64) -> None:
+        super().__init__()
+        rng = init_rng(rng)
+        self.vocab_size, self.embed_dim = vocab_size, embed_dim
+        self.add_param("W", (rng.standard_normal((vocab_size, embed_dim)) * 0.1).astype(dtype))
+        self._ids = None
+
+    def forward(self, ids: np.ndarray) -> np.ndarray:
+        if not isinstance(ids, np.ndarray) or ids.dtype.kind not in "iu":
+            raise ValueError(f"ids: expected an integer numpy array, got {getattr(ids, 'dtype', type(ids).__name__)}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            bad = ids[(ids < 0) | (ids >= self.vocab_size)].flat[0]
+            raise ValueError(f"ids: token id {int(bad)} is outside the vocabulary [0, {self.vocab_size})")
+        self._ids = ids
+        return self.params["W"][ids]
+
+    def backward(self, dout: np.ndarray) -> None:
+        dW = self.grads["W"]
+        dW[...] = 0
+        # Repeated ids must add up, which fancy-index assignment would not do.
+        np.add.at(dW, self._ids.reshape(-1), dout.reshape(-1, self.embed_dim))
+        return None
+
+
+class Affine(Layer):
+    """``out = x W + b`` over the last axis.
+
+    Shapes:
+        x: (..., D_in).  W: (D_in, D_out).  b: (D_out,).  returns: (..., D_out).
+    """
+
+    def __init__(self, in_features: int, out_features: int, rng=None, dtype=np.float64, bias: bool = True) -> None:
+        super().__init__()
+        rng = init_rng(rng)
+        self.in_features, self.out_features = in_features, out_features
+        scale = 1.0 / np.sqrt(in_features)
+        self.add_param("W", rng.uniform(-scale, scale, (in_features, out_features)).astype(dtype))
+        if bias:
+            self.add_param("b", np.zeros(out_features, dtype=dtype))
+        self._x = None
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        dtype = float_dtype(x, "x")
+        if x.shape[-1:] != (self.in_features,):
+            raise ShapeError(f"x: expected shape (..., {self.in_features}), got {x.shape}")
+        self._x = x
+        out = x @ as_dtype(self.params["W"], dtype)
+        if "b" in self.params:
+            out += as_dtype(self.params["b"], dtype)
+        return out
+
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        x2 = self._x.reshape(-1, self.in_features)
+        d2 = dout.reshape(-1, self.out_features)
+        self.grads["W"][...] = x2.T @ d2
+        if "b" in self.params:
+            self.grads["b"][...] = d2.sum(axis=0)
+        return dout @ as_dtype(self.params["W"], dout.dtype).T
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``exp(x_j) / sum_k exp(x_k)``, stable: the row maximum is subtracted first."""
+    shifted = x - x.max(axis=axis, keepdims=True)
+    np.exp(shifted, out=shifted)
+    shifted /= shifted.sum(axis=axis, keepdims=True)
+    return shifted
+
+
+def masked_softmax(scores: np.ndarray, mask: np.ndarray | None, axis: int = -1) -> np.ndarray:
+    """Softmax over ``axis`` where only positions with ``mask`` True take part.
+
+    Masked positions get exactly zero weight; a row with no True position gets all zeros (no
+    NaN): there is nothing to attend to, so the context it produces is zero. The maximum over
+    the *unmasked* scores is subtracted first, so huge scores cannot overflow.
+
+    Shapes:
+        scores: any, e.g. (N, T_dec, T_enc).  mask: bool, broadcastable to ``scores``.
+        returns: ``scores.shape``.
+    """
+    if mask is None:
+        return softmax(scores, axis)
+    mask = np.broadcast_to(mask, scores.shape)
+    shifted = np.where(mask, scores, -np.inf)
+    row_max = shifted.max(axis=axis, keepdims=True)
+    row_max[~np.isfinite(row_max)] = 0  # a fully masked row: every entry stays -inf -> exp 0
+    shifted -= row_max
+    np.exp(shifted, out=shifted)
+    total = shifted.sum(axis=axis, keepdims=True)
+    total[total == 0] = 1  # fully masked rows: 0 / 1 = 0
+    shifted /= total
+    return shifted
+
+
+def softmax_backward(weights: np.ndarray, dweights: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The softmax vector-Jacobian product: ``dx_j = y_j (dy_j - sum_k dy_k y_k)``.
+
+    Holds for the masked softmax too: a masked position has ``y_j = 0``, so its gradient is 0.
+    """
+    return weights * (dweights - (dweights * weights).sum(axis=axis, keepdims=True))
+
+
+class Softmax(Layer):
+    """Softmax (optionally masked) as a layer.
+
+    Shapes:
+        x: any.  mask: bool, broadcastable to x, or None.  returns: x.shape.
+    """
+
+    def __init__(self, axis: int = -1) -> None:
+        super().__init__()
+        self.axis = axis
+        self._out = None
+
+    def forward(self, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        float_dtype(x, "x")
+        self._out = masked_softmax(x, mask, self.axis)
+        return self._out
+
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        return softmax_backward(self._out, dout, self.axis)
+
+
+class SoftmaxCrossEntropy(Layer):
+    """Mean cross-entropy of a softmax over the last axis, counting only the real tokens.
+
+    ``loss = -(1 / #real) sum_{n,t real} log softmax(logits[n, t])[targets[n, t]]``. Positions
+    where ``mask`` is False (padding) add nothing to the loss and get a zero gradient.
+
+    Shapes:
+        logits: (N, T, V) or (N, V).  targets: (N, T) or (N,) integer.  mask: like targets, bool.
+        returns: a float (the loss).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cache = None
+
+    def forward(self, logits: np.ndarray, targets: np.ndarray, mask: np.ndarray | None = None) -> float:
+        float_dtype(logits, "logits")
+        sizes = check_array("targets", targets, logits.shape[:-1], kind="int")
+        del sizes
+        if mask is not None:
+            check_array("mask", mask, targets.shape, kind="bool")
+        V = logits.shape[-1]
+        if targets.size and (targets.min() < 0 or targets.max() >= V):
+            raise ValueError(f"targets: ids must lie in [0, {V}), got {int(targets.min())}..{int(targets.max())}")
+        flat_logits = logits.reshape(-1, V)
+        flat_targets = targets.reshape(-1)
+        probs = softmax(flat_logits)  # a fresh array: the logits are left untouched
+        rows = np.arange(flat_targets.size)
+        picked = probs[rows, flat_targets]
+        weight = np.ones(flat_targets.size, dtype=logits.dtype) if mask is None else mask.reshape(-1).astype(logits.dtype)
+        count = max(weight.sum(), 1.0)
+        loss = -(weight * np.log(np.maximum(picked, np.finfo(logits.dtype).tiny))).sum() / count
+        self._cache = (probs, flat_targets, weight, count, logits.shape)
+        return float(loss)
+
+    def backward(self, dout: float = 1.0) -> np.ndarray:
+        probs, targets, weight, count, shape = self._cache
+        dlogits = probs.copy()
+        dlogits[np.arange(targets.size), targets] -= 1
+        dlogits *= (weight * (dout / count))[:, None]
+        return dlogits.reshape(shape)
