@@ -220,6 +220,8 @@ class AttentionWeight(Layer):
         super().__init__()
         self.score_name = score
         if score in ("dot", "scaled_dot"):
+            if encoder_size is not None and decoder_size is not None and encoder_size != decoder_size:
+                make_score(score, encoder_size, decoder_size)  # raises the clear error
             size = encoder_size or decoder_size
             encoder_size = decoder_size = size
         elif score not in SCORE_FUNCTIONS:

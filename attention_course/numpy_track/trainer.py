@@ -30,6 +30,9 @@ class TrainConfig:
     target_accuracy: float | None = None
     eval_every: int = 50
     seed: int = 0
+    # The model's matrices are small: one BLAS thread is as fast, and extra threads that
+    # spin-wait collapse (10x slower) as soon as anything else wants the CPU. None: leave as is.
+    blas_threads: int | None = 1
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -105,6 +108,15 @@ class Trainer:
     def fit(self, train: ParallelBatch, evaluate: Callable[[], float] | None = None, progress: bool = True,
             log: Callable[[str], None] | None = None) -> TrainResult:
         """Train until a stopping rule fires; ``evaluate()`` returns test exact match."""
+        from contextlib import nullcontext
+
+        from threadpoolctl import threadpool_limits
+
+        c = self.config
+        with nullcontext() if c.blas_threads is None else threadpool_limits(c.blas_threads, user_api="blas"):
+            return self._fit(train, evaluate, progress, log)
+
+    def _fit(self, train, evaluate, progress, log) -> TrainResult:
         from tqdm.auto import tqdm
 
         c = self.config

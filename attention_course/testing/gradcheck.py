@@ -35,17 +35,16 @@ def numerical_vjp(f: Callable[[], object], x: np.ndarray, dout, eps: float = 1e-
         raise TypeError(f"numerical_vjp: x must be float64 for a reliable check, got {x.dtype}")
     douts = _outputs_as_tuple(dout)
     grad = np.zeros_like(x)
-    flat_x = x.reshape(-1)  # a view: writes reach the array f reads
-    flat_grad = grad.reshape(-1)
-    for i in range(flat_x.size):
-        original = flat_x[i]
-        flat_x[i] = original + eps
+    # Index x itself: x.reshape(-1) would be a copy for a non-contiguous x (a slice), and f would never see the writes.
+    for i in np.ndindex(x.shape):
+        original = x[i]
+        x[i] = original + eps
         plus = _outputs_as_tuple(f())
         plus = tuple(np.array(p, dtype=np.float64, copy=True) for p in plus)
-        flat_x[i] = original - eps
+        x[i] = original - eps
         minus = _outputs_as_tuple(f())
-        flat_x[i] = original
-        flat_grad[i] = sum(np.sum(d * (p - m)) for d, p, m in zip(douts, plus, minus)) / (2 * eps)
+        x[i] = original
+        grad[i] = sum(np.sum(d * (p - m)) for d, p, m in zip(douts, plus, minus)) / (2 * eps)
     return grad
 
 

@@ -71,6 +71,9 @@ class Encoder(nn.Module):
 
     def forward(self, source, source_mask):
         N, T_enc = source.shape
+        if source_mask.shape != source.shape:
+            raise ValueError(f"source_mask: expected shape {tuple(source.shape)}, "
+                             f"got {tuple(source_mask.shape)}")
         lengths = source_mask.sum(dim=1).cpu()
         embedded = self.embedding(source)  # (N, T_enc, D)
         packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)

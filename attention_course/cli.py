@@ -1,0 +1,224 @@
+"""The command line: ``attention-course train`` and ``attention-course translate``.
+
+``train`` trains a seq2seq model with attention (the NumPy track) on the built-in dates task
+or on pairs from TSV files, shows progress on stderr, saves a checkpoint and a heat map of a
+few test alignments, and prints one JSON summary as its last line on stdout.
+``translate`` loads a checkpoint and prints the output for each input with its alignment.
+
+Bad input (a missing or malformed file, an unknown character, an impossible option) gets a
+one-line error on stderr that names the problem, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for: reported in one line, exit status 2."""
+
+
+def _peak_rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attention-course", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a seq2seq model with attention",
+                                description="Train a seq2seq model with attention and print a JSON summary last.")
+    train.add_argument("--track", choices=["numpy"], default="numpy", help="implementation to train (default: numpy)")
+    train.add_argument("--model", choices=["attention", "seq2seq"], default="attention",
+                       help="attention (default) or the plain seq2seq bottleneck baseline")
+    train.add_argument("--train", type=Path, help="training pairs, one 'source<TAB>target' a line (with --test)")
+    train.add_argument("--test", type=Path, help="test pairs, same format (with --train)")
+    train.add_argument("--n-train", type=_positive(int), default=20000, help="built-in dates: training pairs")
+    train.add_argument("--n-test", type=_positive(int), default=1000, help="built-in dates: test pairs")
+    train.add_argument("--target-accuracy", type=_fraction, help="stop once test exact match >= this")
+    train.add_argument("--max-seconds", type=_positive(float), help="stop after this much training time")
+    train.add_argument("--epochs", type=_positive(int), help="stop after this many passes over the training set")
+    train.add_argument("--max-steps", type=_positive(int), help="stop after this many updates")
+    train.add_argument("--seed", type=int, default=0, help="seed for the data, the weights and the batch order")
+    train.add_argument("--out", type=Path, default=Path("runs/dates"), help="output folder (default: runs/dates)")
+    train.add_argument("--batch-size", type=_positive(int), default=128)
+    train.add_argument("--lr", type=_positive(float), default=0.01)
+    train.add_argument("--embed-dim", type=_positive(int), default=32)
+    train.add_argument("--hidden-size", type=_positive(int), default=64)
+    train.add_argument("--cell", choices=["gru", "lstm", "rnn"], default="gru")
+    train.add_argument("--score", choices=["dot", "general", "additive", "scaled_dot"], default="general")
+    train.add_argument("--unidirectional", action="store_true", help="a one-directional encoder")
+    train.add_argument("--eval-every", type=_positive(int), default=25, help="evaluate on the test set every N steps")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    translate = commands.add_parser("translate", help="translate text with a trained checkpoint",
+                                    description="Print the model's output for each text, and its alignment.")
+    translate.add_argument("--checkpoint", type=Path, required=True, help="a folder written by 'train'")
+    translate.add_argument("--plot", type=Path, help="also save the alignment heat map(s) to this PNG")
+    translate.add_argument("--no-alignment", action="store_true", help="print only the outputs")
+    translate.add_argument("text", nargs="+", help="the text(s) to translate, e.g. 'september 27, 1994'")
+    return parser
+
+
+def _load_data(args):
+    from .data import generate_dates, load_pairs_tsv
+
+    if (args.train is None) != (args.test is None):
+        raise UsageError("give both --train and --test, or neither (for the built-in dates task)")
+    if args.train is not None:
+        return load_pairs_tsv(args.train), load_pairs_tsv(args.test), f"tsv:{args.train}"
+    return *generate_dates(args.n_train, args.n_test, seed=args.seed), "dates"
+
+
+def _output_tokens(output: str, steps: int) -> list[str]:
+    """Row labels for an alignment: the output characters, then the end token if it was reached."""
+    return (list(output) + ["<eos>"])[:steps]
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def train_command(args) -> dict:
+    from .data import build_vocabularies, encode_pairs
+    from .numpy_track.checkpoint import save_checkpoint
+    from .numpy_track.seq2seq import Seq2seqConfig, build_model
+    from .numpy_track.trainer import TrainConfig, Trainer, exact_match, greedy_translate
+    from .viz import save_alignments
+
+    train_pairs, test_pairs, task = _load_data(args)
+    source_vocab, target_vocab = build_vocabularies(train_pairs + test_pairs)
+    train = encode_pairs(train_pairs, source_vocab, target_vocab)
+    test = encode_pairs(test_pairs, source_vocab, target_vocab)
+    max_output_length = max(train.decoder_target.shape[1], test.decoder_target.shape[1])
+    test_targets = [target for _, target in test_pairs]
+
+    config = Seq2seqConfig(len(source_vocab), len(target_vocab), embed_dim=args.embed_dim,
+                           hidden_size=args.hidden_size, cell=args.cell, score=args.score,
+                           bidirectional=not args.unidirectional and args.model == "attention")
+    model = build_model(args.model, config, rng=np.random.default_rng(args.seed))
+    stopping = dict(epochs=args.epochs, max_steps=args.max_steps, max_seconds=args.max_seconds,
+                    target_accuracy=args.target_accuracy)
+    if all(value is None for value in stopping.values()):
+        stopping["epochs"] = 3
+    train_config = TrainConfig(batch_size=args.batch_size, lr=args.lr, eval_every=args.eval_every, seed=args.seed,
+                               **stopping)
+
+    def evaluate() -> float:
+        predictions, _ = greedy_translate(model, test, target_vocab, max_output_length)
+        return exact_match(predictions, test_targets)
+
+    _log(f"training {args.model} ({model.num_parameters():,} parameters, {args.track} track) on {task}: "
+         f"{len(train_pairs):,} train / {len(test_pairs):,} test pairs")
+    result = Trainer(model, train_config).fit(train, evaluate, progress=not args.no_progress, log=_log)
+    _log(f"stopped: {result.stopped_because}")
+
+    out = args.out
+    save_checkpoint(out / "checkpoint", model, source_vocab, target_vocab, args.model, max_output_length,
+                    extra={"task": task, "seed": args.seed})
+    summary = {
+        "test_exact_match": result.test_exact_match,
+        "train_seconds": round(result.train_seconds, 3),
+        "steps": result.steps,
+        "peak_rss_mb": None,
+        "stopped_because": result.stopped_because,
+        "final_loss": result.losses[-1] if result.losses else None,
+        "track": args.track,
+        "model": args.model,
+        "task": task,
+        "seed": args.seed,
+        "checkpoint": str(out / "checkpoint"),
+    }
+    examples = test.subset(np.arange(min(4, len(test))))
+    predictions, weights = greedy_translate(model, examples, target_vocab, max_output_length)
+    if weights is not None:
+        drawn = [(weights[i], list(test_pairs[i][0]), _output_tokens(predictions[i], weights.shape[1]))
+                 for i in range(len(predictions))]
+        summary["alignments"] = save_alignments(drawn, str(out / "alignments.png"))
+    (out / "history.json").write_text(json.dumps({"losses": result.losses, "evaluations": result.evaluations,
+                                                  "grad_norms": result.grad_norms}) + "\n")
+    summary["peak_rss_mb"] = round(_peak_rss_mb(), 1)
+    return summary
+
+
+def translate_command(args) -> list[dict]:
+    from .numpy_track.checkpoint import load_checkpoint
+    from .numpy_track.trainer import greedy_translate
+    from .data import encode_pairs
+    from .viz import alignment_text, save_alignments
+
+    model, source_vocab, target_vocab, config = load_checkpoint(args.checkpoint)
+    for text in args.text:
+        if not text:
+            raise UsageError("cannot translate an empty text")
+        source_vocab.encode(text)  # raises UnknownCharacterError naming the character
+    batch = encode_pairs([(text, "") for text in args.text], source_vocab, target_vocab)
+    outputs, weights = greedy_translate(model, batch, target_vocab, config["max_output_length"])
+    results, drawn = [], []
+    for i, (text, output) in enumerate(zip(args.text, outputs)):
+        print(output)
+        if weights is not None:
+            drawn.append((weights[i], list(text), _output_tokens(output, weights.shape[1])))
+            if not args.no_alignment:
+                print(alignment_text(*drawn[-1]) + "\n")
+        results.append({"input": text, "output": output})
+    if args.plot is not None and drawn:
+        save_alignments(drawn, str(args.plot))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .data import DataFormatError, UnknownCharacterError
+    from .numpy_track.checkpoint import CheckpointError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "train":
+            summary = train_command(args)
+            print(json.dumps(summary), flush=True)
+        else:
+            translate_command(args)
+    except (UsageError, DataFormatError, UnknownCharacterError, CheckpointError) as error:
+        print(f"attention-course {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"attention-course {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

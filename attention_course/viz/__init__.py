@@ -1,0 +1,5 @@
+"""Pictures of attention: heat maps of the weights, as images and as text."""
+
+from .heatmap import alignment_text, plot_alignment, save_alignments
+
+__all__ = ["alignment_text", "plot_alignment", "save_alignments"]

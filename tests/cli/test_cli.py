@@ -1,0 +1,182 @@
+"""The command line, end to end: training reaches the target, errors are one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attention_course.cli import main
+from attention_course.data import generate_dates, save_pairs_tsv
+
+
+def run_main(capsys, *argv):
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One real training run on the built-in dates task, shared by the tests below."""
+    out = tmp_path_factory.mktemp("run")
+    completed = subprocess.run(
+        [sys.executable, "-m", "attention_course", "train", "--out", str(out), "--target-accuracy", "0.99",
+         "--max-steps", "800", "--seed", "0", "--no-progress"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return out, completed
+
+
+def test_train_reaches_99_percent_on_dates_and_reports_json_last(trained):
+    out, completed = trained
+    summary = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert summary["test_exact_match"] >= 0.99
+    assert summary["stopped_because"] == "target accuracy reached"
+    assert 0 < summary["steps"] <= 800
+    assert summary["train_seconds"] > 0
+    assert 0 < summary["peak_rss_mb"] <= 500
+    assert (out / "alignments.png").stat().st_size > 10_000
+    history = json.loads((out / "history.json").read_text())
+    assert len(history["losses"]) == summary["steps"]
+    assert history["losses"][-1] < history["losses"][0] / 10
+    # progress and evaluation lines go to stderr, not stdout
+    assert "test exact match" in completed.stderr
+
+
+def test_translate_prints_output_and_alignment(trained, capsys):
+    out, _ = trained
+    code, stdout, _ = run_main(capsys, "translate", "--checkpoint", str(out / "checkpoint"),
+                               "september 27, 1994", "27.9.94")
+    assert code == 0
+    lines = stdout.splitlines()
+    assert lines[0] == "1994-09-27"
+    assert "1994-09-27" in lines and "1994-09-27" == lines[lines.index("1994-09-27")]
+    assert sum(line == "1994-09-27" for line in lines) == 2
+    # the alignment names, for the first year digit, a source character
+    assert any("<- '" in line for line in lines)
+
+
+def test_translate_year_attends_to_year(trained, capsys):
+    from attention_course.numpy_track.checkpoint import load_checkpoint
+    from attention_course.data import encode_pairs
+    from attention_course.numpy_track.trainer import greedy_translate
+
+    out, _ = trained
+    model, source_vocab, target_vocab, config = load_checkpoint(out / "checkpoint")
+    text = "september 27, 1994"
+    batch = encode_pairs([(text, "")], source_vocab, target_vocab)
+    outputs, weights = greedy_translate(model, batch, target_vocab, config["max_output_length"])
+    assert outputs == ["1994-09-27"]
+    year_positions = set(range(text.index("1994"), text.index("1994") + 4))
+    # the last three year digits look at the year in the source
+    for step in (1, 2, 3):
+        assert int(weights[0, step].argmax()) in year_positions
+
+
+def test_translate_unknown_character_is_one_line_exit_2(trained, capsys):
+    out, _ = trained
+    code, stdout, stderr = run_main(capsys, "translate", "--checkpoint", str(out / "checkpoint"), "sept€mber 1, 1999")
+    assert code == 2
+    assert stdout == ""
+    assert len(stderr.strip().splitlines()) == 1
+    assert "'€'" in stderr and "position 4" in stderr
+
+
+def test_translate_missing_checkpoint(tmp_path, capsys):
+    code, _, stderr = run_main(capsys, "translate", "--checkpoint", str(tmp_path / "nothing"), "1/2/99")
+    assert code == 2
+    assert "no checkpoint folder" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_translate_damaged_checkpoint(trained, tmp_path, capsys):
+    out, _ = trained
+    broken = tmp_path / "ck"
+    broken.mkdir()
+    (broken / "config.json").write_text((out / "checkpoint" / "config.json").read_text())
+    (broken / "weights.npz").write_bytes(b"not a zip file")
+    code, _, stderr = run_main(capsys, "translate", "--checkpoint", str(broken), "1/2/99")
+    assert code == 2
+    assert "damaged checkpoint" in stderr
+
+
+def write_tsv(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("content, expected", [
+    (["a\tb", "no tab here"], ":2:"),
+    ([], "empty"),
+    (["a\tb\tc"], "3 fields"),
+    (["\tb"], ":1:"),
+])
+def test_train_bad_tsv_gives_one_line_error(tmp_path, capsys, content, expected):
+    good = write_tsv(tmp_path / "good.tsv", ["abc\tcba", "ab\tba"])
+    bad = write_tsv(tmp_path / "bad.tsv", content)
+    code, stdout, stderr = run_main(capsys, "train", "--train", str(bad), "--test", str(good),
+                                    "--out", str(tmp_path / "out"), "--max-steps", "1", "--no-progress")
+    assert code == 2
+    assert expected in stderr and "bad.tsv" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+    assert stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_missing_file(tmp_path, capsys):
+    good = write_tsv(tmp_path / "good.tsv", ["abc\tcba"])
+    code, _, stderr = run_main(capsys, "train", "--train", str(tmp_path / "missing.tsv"), "--test", str(good),
+                               "--out", str(tmp_path / "out"), "--no-progress")
+    assert code == 2
+    assert "missing.tsv" in stderr
+
+
+def test_train_needs_both_files(tmp_path, capsys):
+    good = write_tsv(tmp_path / "good.tsv", ["abc\tcba"])
+    code, _, stderr = run_main(capsys, "train", "--train", str(good), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "--train and --test" in stderr
+
+
+@pytest.mark.parametrize("option, value", [("--target-accuracy", "1.5"), ("--max-seconds", "-1"),
+                                           ("--epochs", "zero"), ("--track", "jax")])
+def test_train_bad_options_exit_2(capsys, option, value):
+    with pytest.raises(SystemExit) as stopped:
+        main(["train", option, value])
+    assert stopped.value.code == 2
+    assert option in capsys.readouterr().err
+
+
+def test_train_on_tsv_files_copy_task(tmp_path, capsys):
+    from attention_course.data import generate_toy_splits
+
+    train, test = generate_toy_splits("reverse", 600, 50, 3, 6, seed=1, alphabet="abcdef")
+    save_pairs_tsv(train, tmp_path / "train.tsv")
+    save_pairs_tsv(test, tmp_path / "test.tsv")
+    code, stdout, _ = run_main(capsys, "train", "--train", str(tmp_path / "train.tsv"), "--test",
+                               str(tmp_path / "test.tsv"), "--out", str(tmp_path / "out"), "--max-steps", "30",
+                               "--eval-every", "10", "--hidden-size", "16", "--embed-dim", "8", "--no-progress")
+    assert code == 0
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 30
+    assert summary["task"].startswith("tsv:")
+    assert 0.0 <= summary["test_exact_match"] <= 1.0
+    assert (tmp_path / "out" / "checkpoint" / "weights.npz").exists()
+
+
+def test_same_seed_same_run(tmp_path, capsys):
+    runs = []
+    for name in ("a", "b"):
+        code, stdout, _ = run_main(capsys, "train", "--n-train", "300", "--n-test", "20", "--max-steps", "5",
+                                   "--eval-every", "5", "--hidden-size", "8", "--embed-dim", "4", "--seed", "3",
+                                   "--out", str(tmp_path / name), "--no-progress")
+        assert code == 0
+        runs.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert runs[0]["final_loss"] == runs[1]["final_loss"]
+    weights = [np.load(tmp_path / name / "checkpoint" / "weights.npz") for name in ("a", "b")]
+    for key in weights[0].files:
+        np.testing.assert_array_equal(weights[0][key], weights[1][key])
