@@ -142,16 +142,25 @@ class Decoder(Layer):
         self.embed.backward(self.rnn.backward(self.out.backward(d_logits)))
         return self.rnn.initial_state_grad
 
-    def generate(self, initial_state, start_id: int, max_length: int) -> np.ndarray:
-        """Greedy decoding: feed back the most likely token. Returns ids (N, max_length)."""
-        N = len(initial_state[0][0]) if isinstance(initial_state[0], tuple) else len(initial_state[0])
+    def generate(self, initial_state, start_id: int, max_length: int, stop_id: int | None = None) -> np.ndarray:
+        """Greedy decoding: feed back the most likely token. Returns ids (N, T_out <= max_length).
+
+        Stops early once every sequence has produced ``stop_id``.
+        """
+        first = initial_state[0]
+        N = len(first[0] if isinstance(first, tuple) else first)
         ids = np.full((N, 1), start_id, dtype=np.int64)
         state, out = initial_state, []
+        finished = np.zeros(N, dtype=bool)
         for _ in range(max_length):
             logits = self.out.forward(self.rnn.forward(self.embed.forward(ids), None, state))
             state = self.rnn.final_state
             ids = logits.argmax(axis=-1)  # (N, 1)
             out.append(ids)
+            if stop_id is not None:
+                finished |= ids[:, 0] == stop_id
+                if finished.all():
+                    break
         return np.concatenate(out, axis=1)
 
 
@@ -344,9 +353,9 @@ class Seq2seq(_Model):
         self.encoder.backward(self.decoder.backward(self.loss_layer.backward(dloss)))
 
     def generate(self, source, source_mask, start_id: int, max_length: int, stop_id: int | None = None):
-        """Greedy decoding; returns ids (N, max_length) and ``None`` (no attention to show)."""
+        """Greedy decoding; returns ids (N, T_out) and ``None`` (no attention to show)."""
         state = self.encoder.forward(source, source_mask)
-        return self.decoder.generate(state, start_id, max_length), None
+        return self.decoder.generate(state, start_id, max_length, stop_id), None
 
 
 class AttentionSeq2seq(_Model):

@@ -68,5 +68,6 @@ def check_array(name: str, array, expected: Sequence[int | str | None], sizes: d
         raise ShapeError(f"{name}: expected a numpy array, got {type(array).__name__}")
     ok = {"float": "f", "int": "iu", "bool": "b"}[kind]
     if array.dtype.kind not in ok:
-        raise ShapeError(f"{name}: expected a {kind} array, got dtype {array.dtype}")
+        article = "an" if kind == "int" else "a"
+        raise ShapeError(f"{name}: expected {article} {kind} array, got dtype {array.dtype}")
     return assert_shape(name, array, expected, sizes)
