@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Debian packages the course needs: bubblewrap (the grading sandbox).
+# Runs as root on CI and the course machines; elsewhere it asks sudo, or says what to install.
+set -euo pipefail
+packages=(bubblewrap)
+if [ "$(id -u)" -eq 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+elif command -v sudo >/dev/null; then
+    sudo apt-get update -qq
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+else
+    echo "please install the Debian packages: ${packages[*]}" >&2
+    exit 1
+fi
