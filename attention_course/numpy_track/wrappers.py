@@ -36,8 +36,8 @@ class Bidirectional(Layer):
         if forward_layer is backward_layer:
             raise ValueError("Bidirectional: give two separate layers (they have separate weights)")
         backward_layer.reverse = True
-        self.forward_layer = self.add_child("forward", forward_layer)
-        self.backward_layer = self.add_child("backward", backward_layer)
+        self.forward_layer = self.add_child("forward_layer", forward_layer)
+        self.backward_layer = self.add_child("backward_layer", backward_layer)
         self.final_state = None
         self.initial_state_grad = None
 

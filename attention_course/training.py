@@ -1,0 +1,142 @@
+"""The training loop both tracks share: batches, stopping rules, periodic evaluation, progress.
+
+A track supplies ``train_step(indices) -> (loss, grad_norm)`` (floats, or 0-d tensors that
+are read only when needed, so a GPU is not made to wait at every step) and
+``evaluate() -> test exact match``. The loop stops at whichever comes first: ``epochs`` or
+``max_steps`` done, ``max_seconds`` spent, or exact match >= ``target_accuracy`` at an
+evaluation. ``train_seconds`` is the wall time from the first step until it stopped, the
+periodic evaluations included.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .data import iterate_batches
+
+__all__ = ["TrainConfig", "TrainResult", "run_training", "exact_match"]
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 128
+    lr: float = 0.01
+    max_grad_norm: float | None = 5.0
+    epochs: int | None = None
+    max_steps: int | None = None
+    max_seconds: float | None = None
+    target_accuracy: float | None = None
+    eval_every: int = 50
+    seed: int = 0
+    # NumPy track: the model's matrices are small, so one BLAS thread is as fast, and extra
+    # threads that spin-wait collapse (10x slower) as soon as anything else wants the CPU.
+    # None: leave the thread count as it is.
+    blas_threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1, got {self.eval_every}")
+        if self.epochs is None and self.max_steps is None and self.max_seconds is None and self.target_accuracy is None:
+            raise ValueError("give at least one of epochs, max_steps, max_seconds, target_accuracy")
+
+
+@dataclass
+class TrainResult:
+    steps: int = 0
+    train_seconds: float = 0.0
+    stopped_because: str = ""
+    losses: list = field(default_factory=list)
+    evaluations: list = field(default_factory=list)  # (step, test exact match)
+    grad_norms: list = field(default_factory=list)
+
+    @property
+    def test_exact_match(self) -> float | None:
+        return self.evaluations[-1][1] if self.evaluations else None
+
+
+def exact_match(predictions: list[str], targets: list[str]) -> float:
+    """The fraction of predictions equal to their target string."""
+    if len(predictions) != len(targets):
+        raise ValueError(f"exact_match: {len(predictions)} predictions for {len(targets)} targets")
+    if not targets:
+        raise ValueError("exact_match: no examples")
+    return sum(p == t for p, t in zip(predictions, targets)) / len(targets)
+
+
+def _as_floats(values: list) -> list[float]:
+    return [float(v) for v in values]
+
+
+def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, config: TrainConfig,
+                 evaluate: Callable[[], float] | None = None, progress: bool = True,
+                 log: Callable[[str], None] | None = None) -> TrainResult:
+    """Call ``train_step`` on shuffled batches of indices until a stopping rule fires."""
+    from tqdm.auto import tqdm
+
+    c = config
+    rng = np.random.default_rng(c.seed)
+    steps_per_epoch = -(-n_examples // c.batch_size)
+    total = c.max_steps if c.max_steps is not None else (c.epochs * steps_per_epoch if c.epochs else None)
+    result = TrainResult()
+    bar = tqdm(total=total, disable=not progress, unit="step", dynamic_ncols=True, mininterval=0.5)
+    start = time.perf_counter()
+    finite = True
+
+    def check_finite() -> bool:
+        # Read the losses since the last check (one device sync), then decide.
+        result.losses[:] = _as_floats(result.losses)
+        return math.isfinite(result.losses[-1])
+
+    try:
+        epoch = 0
+        while True:
+            for indices in iterate_batches(n_examples, c.batch_size, rng):
+                loss, norm = train_step(indices)
+                result.steps += 1
+                result.losses.append(loss)
+                result.grad_norms.append(norm)
+                bar.update(1)
+                if result.steps % 10 == 0 or (evaluate is not None and result.steps % c.eval_every == 0):
+                    if not check_finite():
+                        finite = False
+                        result.stopped_because = "loss is not finite"
+                        return result
+                    bar.set_postfix(loss=f"{result.losses[-1]:.3f}")
+                if evaluate is not None and result.steps % c.eval_every == 0:
+                    accuracy = evaluate()
+                    result.evaluations.append((result.steps, accuracy))
+                    bar.set_postfix(loss=f"{result.losses[-1]:.3f}", test_exact_match=f"{accuracy:.3f}")
+                    if log is not None:
+                        log(f"step {result.steps}: loss {result.losses[-1]:.4f}, test exact match {accuracy:.4f}")
+                    if c.target_accuracy is not None and accuracy >= c.target_accuracy:
+                        result.stopped_because = "target accuracy reached"
+                        return result
+                if c.max_steps is not None and result.steps >= c.max_steps:
+                    result.stopped_because = "max_steps reached"
+                    return result
+                if c.max_seconds is not None and time.perf_counter() - start >= c.max_seconds:
+                    result.stopped_because = "max_seconds reached"
+                    return result
+            epoch += 1
+            if c.epochs is not None and epoch >= c.epochs:
+                result.stopped_because = "epochs done"
+                return result
+    finally:
+        result.losses[:] = _as_floats(result.losses)
+        result.grad_norms[:] = _as_floats(result.grad_norms)
+        if result.losses and not math.isfinite(result.losses[-1]):
+            finite = False
+            result.stopped_because = result.stopped_because or "loss is not finite"
+        if evaluate is not None and finite and (not result.evaluations or result.evaluations[-1][0] != result.steps):
+            result.evaluations.append((result.steps, evaluate()))
+        result.train_seconds = time.perf_counter() - start
+        bar.close()
