@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train a seq2seq model with attention",
                                 description="Train a seq2seq model with attention and print a JSON summary last.")
-    train.add_argument("--track", choices=["numpy"], default="numpy", help="implementation to train (default: numpy)")
+    train.add_argument("--track", choices=["numpy", "torch"], default="numpy",
+                       help="implementation to train (default: numpy)")
+    train.add_argument("--device", help="torch track: 'cpu' (default) or 'cuda'")
+    train.add_argument("--amp", action="store_true", help="torch track on CUDA: bfloat16 automatic mixed precision")
     train.add_argument("--model", choices=["attention", "seq2seq"], default="attention",
                        help="attention (default) or the plain seq2seq bottleneck baseline")
     train.add_argument("--train", type=Path, help="training pairs, one 'source<TAB>target' a line (with --test)")
@@ -74,10 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0, help="seed for the data, the weights and the batch order")
     train.add_argument("--out", type=Path, default=Path("runs/dates"), help="output folder (default: runs/dates)")
     train.add_argument("--batch-size", type=_positive(int), default=128)
-    train.add_argument("--lr", type=_positive(float), default=0.01)
+    train.add_argument("--lr", type=_positive(float), help="Adam's learning rate (default: per track, see README)")
     train.add_argument("--embed-dim", type=_positive(int), default=32)
-    train.add_argument("--hidden-size", type=_positive(int), default=64)
+    train.add_argument("--hidden-size", type=_positive(int), help="per direction (default: per track, see README)")
     train.add_argument("--cell", choices=["gru", "lstm", "rnn"], default="gru")
+    train.add_argument("--gru-form", choices=["lecture", "torch"],
+                       help="the lectures' GRU (reset gate before the recurrent product) or torch's (after; the "
+                            "fused kernels). Default: lecture on the numpy track, torch on the torch track")
     train.add_argument("--score", choices=["dot", "general", "additive", "scaled_dot"], default="general")
     train.add_argument("--unidirectional", action="store_true", help="a one-directional encoder")
     train.add_argument("--eval-every", type=_positive(int), default=25, help="evaluate on the test set every N steps")
@@ -86,10 +92,24 @@ def build_parser() -> argparse.ArgumentParser:
     translate = commands.add_parser("translate", help="translate text with a trained checkpoint",
                                     description="Print the model's output for each text, and its alignment.")
     translate.add_argument("--checkpoint", type=Path, required=True, help="a folder written by 'train'")
+    translate.add_argument("--track", choices=["numpy", "torch"], default="numpy", help="implementation to run")
+    translate.add_argument("--device", default="cpu", help="torch track: 'cpu' or 'cuda'")
     translate.add_argument("--plot", type=Path, help="also save the alignment heat map(s) to this PNG")
     translate.add_argument("--no-alignment", action="store_true", help="print only the outputs")
     translate.add_argument("text", nargs="+", help="the text(s) to translate, e.g. 'september 27, 1994'")
+    doctor = commands.add_parser("doctor", help="check the installation: versions, BLAS, CUDA",
+                                 description="Print what the course runs on, and exit non-zero if something it "
+                                             "needs is missing.")
+    doctor.add_argument("--require", default="",
+                        help="comma-separated extras that must be there too: grading, book, cuda")
     return parser
+
+
+# Defaults that differ between the tracks (chosen by benchmarks/dates_time_to_accuracy.py).
+TRACK_DEFAULTS = {
+    "numpy": {"hidden_size": 64, "lr": 0.01, "gru_form": "lecture"},
+    "torch": {"hidden_size": 48, "lr": 0.015, "gru_form": "torch"},
+}
 
 
 def _load_data(args):
@@ -111,13 +131,48 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _track_options(args) -> None:
+    if args.track == "numpy" and (args.device is not None or args.amp):
+        raise UsageError("--device and --amp are options of the torch track: add --track torch")
+    for name, value in TRACK_DEFAULTS[args.track].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
+def _numpy_setup(args, kind, config, train_config):
+    from .numpy_track.seq2seq import build_model
+    from .numpy_track.trainer import Trainer, greedy_translate
+
+    model = build_model(kind, config, rng=np.random.default_rng(args.seed))
+    return model, Trainer(model, train_config), greedy_translate, model.state_dict
+
+
+def _torch_setup(args, kind, config, train_config):
+    try:
+        import torch
+    except ImportError:
+        raise UsageError("the torch track needs PyTorch: pip install 'attention-course[torch]'") from None
+    from .torch_track.convert import state_dict_to_numpy
+    from .torch_track.seq2seq import build_model
+    from .torch_track.trainer import DeviceError, Trainer, greedy_translate
+
+    torch.manual_seed(args.seed)
+    model = build_model(kind, config, rng=np.random.default_rng(args.seed))
+    try:
+        trainer = Trainer(model, train_config, device=args.device or "cpu", amp=args.amp)
+    except DeviceError as error:
+        raise UsageError(str(error)) from None
+    return model, trainer, greedy_translate, lambda: state_dict_to_numpy(model)
+
+
 def train_command(args) -> dict:
+    from .checkpoint import save_checkpoint
     from .data import build_vocabularies, encode_pairs
-    from .numpy_track.checkpoint import save_checkpoint
-    from .numpy_track.seq2seq import Seq2seqConfig, build_model
-    from .numpy_track.trainer import TrainConfig, Trainer, exact_match, greedy_translate
+    from .numpy_track.seq2seq import Seq2seqConfig
+    from .training import TrainConfig, exact_match
     from .viz import save_alignments
 
+    _track_options(args)
     train_pairs, test_pairs, task = _load_data(args)
     source_vocab, target_vocab = build_vocabularies(train_pairs + test_pairs)
     train = encode_pairs(train_pairs, source_vocab, target_vocab)
@@ -127,27 +182,31 @@ def train_command(args) -> dict:
 
     config = Seq2seqConfig(len(source_vocab), len(target_vocab), embed_dim=args.embed_dim,
                            hidden_size=args.hidden_size, cell=args.cell, score=args.score,
-                           bidirectional=not args.unidirectional and args.model == "attention")
-    model = build_model(args.model, config, rng=np.random.default_rng(args.seed))
+                           bidirectional=not args.unidirectional and args.model == "attention",
+                           reset_after=args.gru_form == "torch")
     stopping = dict(epochs=args.epochs, max_steps=args.max_steps, max_seconds=args.max_seconds,
                     target_accuracy=args.target_accuracy)
     if all(value is None for value in stopping.values()):
         stopping["epochs"] = 3
     train_config = TrainConfig(batch_size=args.batch_size, lr=args.lr, eval_every=args.eval_every, seed=args.seed,
                                **stopping)
+    setup = _numpy_setup if args.track == "numpy" else _torch_setup
+    model, trainer, greedy_translate, weights = setup(args, args.model, config, train_config)
 
     def evaluate() -> float:
         predictions, _ = greedy_translate(model, test, target_vocab, max_output_length)
         return exact_match(predictions, test_targets)
 
-    _log(f"training {args.model} ({model.num_parameters():,} parameters, {args.track} track) on {task}: "
+    device = f", {trainer.device}" if args.track == "torch" else ""
+    n_parameters = sum(value.size for value in weights().values())
+    _log(f"training {args.model} ({n_parameters:,} parameters, {args.track} track{device}) on {task}: "
          f"{len(train_pairs):,} train / {len(test_pairs):,} test pairs")
-    result = Trainer(model, train_config).fit(train, evaluate, progress=not args.no_progress, log=_log)
+    result = trainer.fit(train, evaluate, progress=not args.no_progress, log=_log)
     _log(f"stopped: {result.stopped_because}")
 
     out = args.out
-    save_checkpoint(out / "checkpoint", model, source_vocab, target_vocab, args.model, max_output_length,
-                    extra={"task": task, "seed": args.seed})
+    save_checkpoint(out / "checkpoint", args.model, config, weights(), source_vocab, target_vocab, max_output_length,
+                    extra={"task": task, "seed": args.seed, "trained_on": args.track})
     summary = {
         "test_exact_match": result.test_exact_match,
         "train_seconds": round(result.train_seconds, 3),
@@ -156,15 +215,16 @@ def train_command(args) -> dict:
         "stopped_because": result.stopped_because,
         "final_loss": result.losses[-1] if result.losses else None,
         "track": args.track,
+        "device": str(trainer.device) if args.track == "torch" else "cpu",
         "model": args.model,
         "task": task,
         "seed": args.seed,
         "checkpoint": str(out / "checkpoint"),
     }
     examples = test.subset(np.arange(min(4, len(test))))
-    predictions, weights = greedy_translate(model, examples, target_vocab, max_output_length)
-    if weights is not None:
-        drawn = [(weights[i], list(test_pairs[i][0]), _output_tokens(predictions[i], weights.shape[1]))
+    predictions, attention = greedy_translate(model, examples, target_vocab, max_output_length)
+    if attention is not None:
+        drawn = [(attention[i], list(test_pairs[i][0]), _output_tokens(predictions[i], attention.shape[1]))
                  for i in range(len(predictions))]
         summary["alignments"] = save_alignments(drawn, str(out / "alignments.png"))
     (out / "history.json").write_text(json.dumps({"losses": result.losses, "evaluations": result.evaluations,
@@ -174,12 +234,20 @@ def train_command(args) -> dict:
 
 
 def translate_command(args) -> list[dict]:
-    from .numpy_track.checkpoint import load_checkpoint
-    from .numpy_track.trainer import greedy_translate
+    from .checkpoint import load_checkpoint
     from .data import encode_pairs
     from .viz import alignment_text, save_alignments
 
-    model, source_vocab, target_vocab, config = load_checkpoint(args.checkpoint)
+    if args.track == "torch":
+        from .torch_track.trainer import DeviceError, greedy_translate, resolve_device
+
+        try:
+            resolve_device(args.device)
+        except DeviceError as error:
+            raise UsageError(str(error)) from None
+    else:
+        from .numpy_track.trainer import greedy_translate
+    model, source_vocab, target_vocab, config = load_checkpoint(args.checkpoint, args.track, args.device)
     for text in args.text:
         if not text:
             raise UsageError("cannot translate an empty text")
@@ -201,7 +269,7 @@ def translate_command(args) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     from .data import DataFormatError, UnknownCharacterError
-    from .numpy_track.checkpoint import CheckpointError
+    from .checkpoint import CheckpointError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -209,8 +277,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "train":
             summary = train_command(args)
             print(json.dumps(summary), flush=True)
-        else:
+        elif args.command == "translate":
             translate_command(args)
+        else:
+            from .doctor import doctor_command
+
+            return doctor_command(args)
     except (UsageError, DataFormatError, UnknownCharacterError, CheckpointError) as error:
         print(f"attention-course {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE

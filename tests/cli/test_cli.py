@@ -62,7 +62,7 @@ def test_translate_prints_output_and_alignment(trained, capsys):
 
 
 def test_translate_year_attends_to_year(trained, capsys):
-    from attention_course.numpy_track.checkpoint import load_checkpoint
+    from attention_course.checkpoint import load_checkpoint
     from attention_course.data import encode_pairs
     from attention_course.numpy_track.trainer import greedy_translate
 
@@ -180,3 +180,52 @@ def test_same_seed_same_run(tmp_path, capsys):
     weights = [np.load(tmp_path / name / "checkpoint" / "weights.npz") for name in ("a", "b")]
     for key in weights[0].files:
         np.testing.assert_array_equal(weights[0][key], weights[1][key])
+
+
+def test_torch_track_trains_and_its_checkpoint_runs_in_numpy(tmp_path, capsys):
+    pytest.importorskip("torch")
+    code, stdout, _ = run_main(capsys, "train", "--track", "torch", "--device", "cpu", "--n-train", "400",
+                               "--n-test", "20", "--max-steps", "20", "--eval-every", "10", "--hidden-size", "8",
+                               "--embed-dim", "4", "--out", str(tmp_path), "--no-progress")
+    assert code == 0
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["track"] == "torch" and summary["device"] == "cpu" and summary["steps"] == 20
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert history["losses"][-1] < history["losses"][0]
+    # one checkpoint format: the NumPy track and the torch track give the same translation
+    outputs = []
+    for track in ("numpy", "torch"):
+        code, stdout, _ = run_main(capsys, "translate", "--track", track, "--checkpoint", str(tmp_path / "checkpoint"),
+                                   "--no-alignment", "march 3, 2001", "3.3.01")
+        assert code == 0
+        outputs.append(stdout)
+    assert outputs[0] == outputs[1]
+
+
+def test_torch_track_cuda_without_gpu_is_a_clear_error(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    code, stdout, stderr = run_main(capsys, "train", "--track", "torch", "--device", "cuda", "--max-steps", "1",
+                                    "--out", str(tmp_path / "out"), "--no-progress")
+    assert code == 2 and stdout == ""
+    assert "no usable CUDA GPU" in stderr and len(stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_device_option_needs_the_torch_track(capsys):
+    code, _, stderr = run_main(capsys, "train", "--device", "cuda", "--max-steps", "1")
+    assert code == 2 and "--track torch" in stderr
+
+
+def test_doctor_reports_versions_and_fails_on_a_missing_requirement(capsys):
+    code, stdout, _ = run_main(capsys, "doctor")
+    assert code == 0
+    for name in ("python", "numpy", "torch", "numpy BLAS", "CUDA usable"):
+        assert name in stdout
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        code, _, stderr = run_main(capsys, "doctor", "--require", "cuda")
+        assert code == 1 and "CUDA was required" in stderr
+    code, _, stderr = run_main(capsys, "doctor", "--require", "gpu")
+    assert code == 2 and "--require" in stderr

@@ -1,0 +1,93 @@
+"""Checkpoints both tracks read and write: a folder with ``config.json`` and ``weights.npz``.
+
+The tracks share parameter names and layouts, so one format serves both: a model trained on a
+GPU with the torch track can be loaded into the NumPy track, and back.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .data import Vocabulary
+from .numpy_track.seq2seq import Seq2seqConfig
+
+__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint"]
+
+FORMAT = "attention-course-checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that is missing, incomplete or not ours."""
+
+
+def save_checkpoint(directory, kind: str, config: Seq2seqConfig, weights: dict[str, np.ndarray],
+                    source_vocab: Vocabulary, target_vocab: Vocabulary, max_output_length: int,
+                    extra: dict | None = None) -> Path:
+    """Write ``config.json`` (model kind and config, vocabularies, metadata) and ``weights.npz``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    description = {
+        "format": FORMAT,
+        "model": kind,
+        "config": config.to_dict(),
+        "source_vocab": source_vocab.to_dict(),
+        "target_vocab": target_vocab.to_dict(),
+        "max_output_length": int(max_output_length),
+        **(extra or {}),
+    }
+    np.savez(directory / "weights.npz", **weights)
+    (directory / "config.json").write_text(json.dumps(description, indent=2) + "\n")
+    return directory
+
+
+def load_checkpoint(directory, track: str = "numpy", device: str = "cpu"):
+    """Returns ``(model, source_vocab, target_vocab, description)`` for the ``track`` asked for.
+
+    Raises:
+        CheckpointError: one line naming the folder and what is wrong with it.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"no checkpoint folder at {directory}")
+    config_path, weights_path = directory / "config.json", directory / "weights.npz"
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise CheckpointError(f"{directory} is not a checkpoint: {path.name} is missing")
+    try:
+        description = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{config_path}: not valid JSON ({error})") from None
+    if not isinstance(description, dict) or description.get("format") != FORMAT:
+        found = description.get("format") if isinstance(description, dict) else None
+        raise CheckpointError(f"{config_path}: not an attention-course checkpoint (format {found!r})")
+    try:
+        config = Seq2seqConfig(**description["config"])
+        source_vocab = Vocabulary.from_dict(description["source_vocab"])
+        target_vocab = Vocabulary.from_dict(description["target_vocab"])
+        with np.load(weights_path) as stored:
+            weights = {name: stored[name] for name in stored.files}
+        if track == "numpy":
+            from .numpy_track.seq2seq import build_model
+
+            model = build_model(description["model"], config)
+            model.load_state_dict(weights)
+        elif track == "torch":
+            from .numpy_track.seq2seq import build_model as build_reference
+            from .torch_track.convert import numpy_to_torch
+            from .torch_track.seq2seq import build_model
+
+            reference = build_reference(description["model"], config)
+            reference.load_state_dict(weights)
+            model = numpy_to_torch(reference, build_model(description["model"], config)).to(device)
+            model.eval()
+        else:
+            raise CheckpointError(f"track: expected 'numpy' or 'torch', got {track!r}")
+    except (KeyError, TypeError, ValueError, OSError, zipfile.BadZipFile) as error:
+        if isinstance(error, CheckpointError):
+            raise
+        raise CheckpointError(f"{directory}: damaged checkpoint ({error})") from None
+    return model, source_vocab, target_vocab, description

@@ -1,0 +1,26 @@
+"""The torch track: the NumPy track's layers as device-agnostic ``nn.Module``s.
+
+Same module names, class names, parameter names, layouts and initial values as
+``attention_course.numpy_track``; ``convert`` copies weights between the tracks. Nothing here
+picks a device: build on the CPU, then ``.to("cuda")``.
+"""
+
+from .attention import (SCORE_FUNCTIONS, AdditiveScore, Attention, AttentionWeight, DotScore, GeneralScore,
+                        ScaledDotScore, TimeAttention, WeightSum, make_score)
+from .convert import numpy_to_torch, state_dict_to_numpy, torch_to_numpy
+from .functional import scaled_dot_product_attention, scaled_dot_product_attention_reference
+from .layers import Affine, Embedding, Softmax, SoftmaxCrossEntropy, masked_softmax, softmax
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, Recurrent, RNNCell
+from .seq2seq import (AttentionDecoder, AttentionEncoder, AttentionSeq2seq, Bridge, Decoder, Encoder, Seq2seq,
+                      Seq2seqConfig, build_model, make_recurrent)
+from .wrappers import Bidirectional, Residual, Stacked
+
+__all__ = [
+    "SCORE_FUNCTIONS", "AdditiveScore", "Affine", "Attention", "AttentionDecoder", "AttentionEncoder",
+    "AttentionSeq2seq", "AttentionWeight", "Bidirectional", "Bridge", "Decoder", "DotScore", "Embedding", "Encoder",
+    "GRU", "GRUCell", "GeneralScore", "LSTM", "LSTMCell", "RNN", "RNNCell", "Recurrent", "Residual",
+    "ScaledDotScore", "Seq2seq", "Seq2seqConfig", "Softmax", "SoftmaxCrossEntropy", "Stacked", "TimeAttention",
+    "WeightSum", "build_model", "make_recurrent", "make_score", "masked_softmax", "numpy_to_torch",
+    "scaled_dot_product_attention", "scaled_dot_product_attention_reference", "softmax", "state_dict_to_numpy",
+    "torch_to_numpy",
+]

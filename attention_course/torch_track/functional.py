@@ -1,0 +1,43 @@
+"""Attention as functions: the from-scratch version to read, and the fast one to run.
+
+``scaled_dot_product_attention_reference`` is the equation written out:
+``softmax(Q K^T / sqrt(d)) V`` with padding masked. ``scaled_dot_product_attention`` computes
+the same thing with ``torch.nn.functional.scaled_dot_product_attention`` (flash or
+memory-efficient kernels on a GPU), and adds what the course's masks promise: a query with no
+key to attend to gets a zero output, never NaN.
+
+Shapes (any leading dimensions, e.g. (N, h, T, d) for several heads):
+    query: (..., T_q, d).  key: (..., T_k, d).  value: (..., T_k, d_v).
+    mask: bool, True where a key takes part, broadcastable to (..., T_q, T_k); e.g. (N, 1, T_k).
+    returns: (..., T_q, d_v).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .layers import masked_softmax
+
+__all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_reference"]
+
+
+def scaled_dot_product_attention_reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                           mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(Q K^T / sqrt(d)) V``, step by step. Returns ``(output, attention_weights)``."""
+    scores = query @ key.transpose(-1, -2) / math.sqrt(query.shape[-1])  # (..., T_q, T_k)
+    weights = masked_softmax(scores, mask)
+    return weights @ value, weights
+
+
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The fast path: ``F.scaled_dot_product_attention``, fully masked rows giving zeros."""
+    if mask is None:
+        return F.scaled_dot_product_attention(query, key, value)
+    # A query row whose keys are all masked would come out NaN: let it see every key, then zero it.
+    anything = mask.any(dim=-1, keepdim=True)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | ~anything)
+    return out.masked_fill(~anything, 0.0)

@@ -1,0 +1,123 @@
+"""Training the torch models: the whole training set on the device once, fused optimizer steps,
+optional bfloat16 autocast on CUDA, and greedy evaluation.
+
+The loop (batches, stopping rules, evaluation, progress) is ``attention_course.training``,
+shared with the NumPy track; losses stay on the device until the loop reads them.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..data import ParallelBatch, Vocabulary
+from ..training import TrainConfig, TrainResult, exact_match, run_training
+
+__all__ = ["TrainConfig", "TrainResult", "Trainer", "greedy_translate", "exact_match", "resolve_device",
+           "batch_to_tensors"]
+
+_FIELDS = ("source", "source_mask", "decoder_input", "decoder_target", "target_mask")
+
+
+class DeviceError(ValueError):
+    """A device that cannot be used here (e.g. "cuda" without a GPU)."""
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """A usable torch device, or a DeviceError that says why not."""
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise DeviceError(f"device: {error}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError("device 'cuda' was asked for, but torch sees no usable CUDA GPU here "
+                              f"(torch {torch.__version__}, built {'with' if torch.version.cuda else 'without'} CUDA); "
+                              "use --device cpu, or run 'attention-course doctor'")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise DeviceError(f"device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif device.type != "cpu":
+        raise DeviceError(f"device: expected 'cpu' or 'cuda', got {str(device)!r}")
+    return device
+
+
+def batch_to_tensors(batch: ParallelBatch, device) -> dict[str, torch.Tensor]:
+    return {name: torch.from_numpy(np.ascontiguousarray(getattr(batch, name))).to(device) for name in _FIELDS}
+
+
+@torch.no_grad()
+def greedy_translate(model, batch: ParallelBatch, target_vocab: Vocabulary, max_length: int | None = None,
+                     chunk: int = 1024) -> tuple[list[str], np.ndarray | None]:
+    """Greedy outputs as strings and the attention weights (N, T_out, T_enc) as a NumPy array."""
+    if max_length is None:
+        max_length = batch.decoder_target.shape[1]
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    texts, weights = [], []
+    try:
+        for start in range(0, len(batch), chunk):
+            part = batch.subset(np.arange(start, min(start + chunk, len(batch))))
+            tensors = batch_to_tensors(part, device)
+            ids, w = model.generate(tensors["source"], tensors["source_mask"], target_vocab.bos_id, max_length,
+                                    target_vocab.eos_id)
+            texts.extend(target_vocab.decode(row) for row in ids.cpu().numpy())
+            if w is not None:
+                w = w.float().cpu().numpy()
+                pad = max_length - w.shape[1]
+                weights.append(np.pad(w, ((0, 0), (0, pad), (0, 0))) if pad else w)
+    finally:
+        model.train(was_training)
+    return texts, (np.concatenate(weights) if weights else None)
+
+
+class Trainer:
+    """Trains a torch ``Seq2seq``/``AttentionSeq2seq`` with Adam on ``device``."""
+
+    def __init__(self, model, config: TrainConfig, device="cpu", amp: bool = False) -> None:
+        self.device = resolve_device(device)
+        if amp and self.device.type != "cuda":
+            raise DeviceError("amp: automatic mixed precision is for CUDA devices; drop --amp on the CPU")
+        self.model = model.to(self.device)
+        self.config = config
+        self.amp = amp
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        fused = self.device.type == "cuda"
+        self.optimizer = torch.optim.Adam(self.params, lr=config.lr, **({"fused": True} if fused else {"foreach": True}))
+
+    def train_step(self, tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step; returns (loss, gradient norm before clipping) as 0-d tensors on the device."""
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.amp else nullcontext()
+        with autocast:
+            loss = self.model(*(tensors[name] for name in _FIELDS))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        max_norm = self.config.max_grad_norm
+        norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm if max_norm is not None else float("inf"),
+                                              foreach=True)
+        self.optimizer.step()
+        return loss.detach(), norm.detach()
+
+    def fit(self, train: ParallelBatch, evaluate: Callable[[], float] | None = None, progress: bool = True,
+            log: Callable[[str], None] | None = None) -> TrainResult:
+        """Train until a stopping rule fires; ``evaluate()`` returns test exact match."""
+        data = batch_to_tensors(train, self.device)  # once: batches are gathered on the device
+        self.model.train()
+
+        def step(indices: np.ndarray):
+            index = torch.from_numpy(indices).to(self.device, non_blocking=True)
+            return self.train_step({name: tensor.index_select(0, index) for name, tensor in data.items()})
+
+        # On the CPU, as in the NumPy track: the ops are small, and intra-op threads only add
+        # overhead, and collapse when another process wants the cores (TrainConfig.blas_threads).
+        threads = self.config.blas_threads if self.device.type == "cpu" else None
+        previous = torch.get_num_threads()
+        if threads is not None:
+            torch.set_num_threads(threads)
+        try:
+            return run_training(step, len(train), self.config, evaluate, progress, log)
+        finally:
+            torch.set_num_threads(previous)
