@@ -184,13 +184,13 @@ class PlainSeq2Seq(nn.Module):
         return torch.stack(outputs, dim=1)
 
 
-def to_tensors(batch):
-    """The numpy fields of an encoded batch as torch tensors (shared memory, no copy)."""
+def to_tensors(batch, device="cpu"):
+    """The numpy fields of an encoded batch as torch tensors on ``device``."""
     return {
-        "source": torch.from_numpy(np.ascontiguousarray(batch.source)).long(),
-        "source_mask": torch.from_numpy(np.ascontiguousarray(batch.source_mask)).bool(),
-        "decoder_input": torch.from_numpy(np.ascontiguousarray(batch.decoder_input)).long(),
-        "decoder_target": torch.from_numpy(np.ascontiguousarray(batch.decoder_target)).long(),
+        "source": torch.from_numpy(np.ascontiguousarray(batch.source)).long().to(device),
+        "source_mask": torch.from_numpy(np.ascontiguousarray(batch.source_mask)).bool().to(device),
+        "decoder_input": torch.from_numpy(np.ascontiguousarray(batch.decoder_input)).long().to(device),
+        "decoder_target": torch.from_numpy(np.ascontiguousarray(batch.decoder_target)).long().to(device),
     }
 
 
@@ -224,7 +224,7 @@ def exact_match(model, pairs, tensors, tgt_vocab, batch_size=1000):
 
 def train_plain_torch(train_pairs, test_pairs, *, seed=0, target_accuracy=0.99,
                       max_seconds=300.0, max_steps=5000, eval_every=25, batch_size=128,
-                      config=None, log=print):
+                      config=None, log=print, device="cpu"):
     """Train the baseline until its test exact match reaches ``target_accuracy``.
 
     Training stops at the first evaluation (every ``eval_every`` steps) that reaches the
@@ -240,9 +240,9 @@ def train_plain_torch(train_pairs, test_pairs, *, seed=0, target_accuracy=0.99,
     rng = np.random.default_rng(seed)
     src_vocab, tgt_vocab = build_vocabularies(train_pairs + test_pairs)
     train_batch = encode_pairs(train_pairs, src_vocab, tgt_vocab)
-    test_tensors = to_tensors(encode_pairs(test_pairs, src_vocab, tgt_vocab))
+    test_tensors = to_tensors(encode_pairs(test_pairs, src_vocab, tgt_vocab), device)
 
-    model = PlainSeq2Seq(len(src_vocab), len(tgt_vocab), config, pad_id=tgt_vocab.pad_id)
+    model = PlainSeq2Seq(len(src_vocab), len(tgt_vocab), config, pad_id=tgt_vocab.pad_id).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
 
     def batches():
@@ -252,7 +252,7 @@ def train_plain_torch(train_pairs, test_pairs, *, seed=0, target_accuracy=0.99,
     steps, loss, accuracy = 0, float("nan"), 0.0
     start = time.perf_counter()
     for indices in batches():
-        loss = train_step(model, optimizer, to_tensors(train_batch.subset(indices)),
+        loss = train_step(model, optimizer, to_tensors(train_batch.subset(indices), device),
                           tgt_vocab.pad_id, config.clip_norm)
         steps += 1
         elapsed = time.perf_counter() - start
@@ -285,16 +285,17 @@ def main(argv=None):
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--max-steps", type=int, default=5000)
     parser.add_argument("--lr", type=float, default=PlainSeq2SeqConfig.lr)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
 
     train, test = generate_dates(args.n_train, args.n_test, seed=args.seed)
     result = train_plain_torch(
         train, test, seed=args.seed, target_accuracy=args.target_accuracy,
         max_seconds=args.max_seconds, max_steps=args.max_steps,
-        config=PlainSeq2SeqConfig(lr=args.lr),
+        config=PlainSeq2SeqConfig(lr=args.lr), device=args.device,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
-    result.update(seed=args.seed, n_train=args.n_train, n_test=args.n_test)
+    result.update(seed=args.seed, n_train=args.n_train, n_test=args.n_test, device=args.device)
     print(json.dumps(result))
 
 
