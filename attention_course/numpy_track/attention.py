@@ -126,9 +126,9 @@ class AdditiveScore(Layer):
         rng = init_rng(rng)
         A = attention_size or decoder_size
         self.encoder_size, self.decoder_size, self.attention_size = encoder_size, decoder_size, A
-        self.add_param("W_a", rng.uniform(-1, 1, (decoder_size, A)).astype(dtype) / np.sqrt(decoder_size))
-        self.add_param("U_a", rng.uniform(-1, 1, (encoder_size, A)).astype(dtype) / np.sqrt(encoder_size))
-        self.add_param("v_a", rng.uniform(-1, 1, A).astype(dtype) / np.sqrt(A))
+        self.add_param("W_a", (rng.uniform(-1, 1, (decoder_size, A)) / np.sqrt(decoder_size)).astype(dtype))
+        self.add_param("U_a", (rng.uniform(-1, 1, (encoder_size, A)) / np.sqrt(encoder_size)).astype(dtype))
+        self.add_param("v_a", (rng.uniform(-1, 1, A) / np.sqrt(A)).astype(dtype))
         self._cache = None
 
     def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from ..testing.shapes import check_array
 from .attention import SCORE_FUNCTIONS, TimeAttention
 from .base import Layer, init_rng
 from .layers import Affine, Embedding, SoftmaxCrossEntropy
-from .recurrent import GRU, LSTM, RNN, Recurrent
+from .recurrent import GRU, LSTM, RNN
 from .wrappers import Bidirectional, Residual, Stacked
 
 __all__ = ["CELLS", "make_recurrent", "Encoder", "AttentionEncoder", "Decoder", "AttentionDecoder",
@@ -33,27 +33,36 @@ __all__ = ["CELLS", "make_recurrent", "Encoder", "AttentionEncoder", "Decoder", 
 CELLS = {"rnn": RNN, "lstm": LSTM, "gru": GRU}
 
 
-def make_recurrent(cell: str, input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: bool = False,
-                   residual: bool = False, rng=None, dtype=np.float64, reset_after: bool = False) -> Stacked:
-    """``num_layers`` recurrent layers, optionally bidirectional, with skip connections from layer 2 on."""
-    if cell not in CELLS:
-        raise ValueError(f"cell: unknown recurrent cell {cell!r}; choose one of {sorted(CELLS)}")
+def stack_layers(cells: dict, wrappers: tuple, cell: str, input_size: int, hidden_size: int, num_layers: int,
+                 bidirectional: bool, residual: bool, **options):
+    """Build ``num_layers`` layers of one track: ``cells`` maps names to its recurrent classes,
+    ``wrappers`` is its ``(Bidirectional, Residual, Stacked)``; ``options`` go to every layer."""
+    bidirectional_class, residual_class, stacked_class = wrappers
+    if cell not in cells:
+        raise ValueError(f"cell: unknown recurrent cell {cell!r}; choose one of {sorted(cells)}")
     if num_layers < 1:
         raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-    rng = init_rng(rng)
-    options = {"reset_after": reset_after} if cell == "gru" else {}
+    if cell != "gru":
+        options.pop("reset_after", None)
 
-    def one(size_in: int) -> Recurrent:
-        return CELLS[cell](size_in, hidden_size, rng=rng, dtype=dtype, **options)
+    def one(size_in: int):
+        return cells[cell](size_in, hidden_size, **options)
 
     layers, size_in = [], input_size
     for index in range(num_layers):
-        layer = Bidirectional(one(size_in), one(size_in)) if bidirectional else one(size_in)
+        layer = bidirectional_class(one(size_in), one(size_in)) if bidirectional else one(size_in)
         if residual and index > 0:
-            layer = Residual(layer)
+            layer = residual_class(layer)
         layers.append(layer)
         size_in = layer.output_size
-    return Stacked(layers)
+    return stacked_class(layers)
+
+
+def make_recurrent(cell: str, input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: bool = False,
+                   residual: bool = False, rng=None, dtype=np.float64, reset_after: bool = False) -> Stacked:
+    """``num_layers`` recurrent layers, optionally bidirectional, with skip connections from layer 2 on."""
+    return stack_layers(CELLS, (Bidirectional, Residual, Stacked), cell, input_size, hidden_size, num_layers,
+                        bidirectional, residual, rng=init_rng(rng), dtype=dtype, reset_after=reset_after)
 
 
 def _check_tokens(name: str, ids: np.ndarray, mask: np.ndarray | None, sizes: dict | None = None) -> dict:

@@ -426,8 +426,15 @@ def verify() -> None:
 
 
 # ----------------------------------------------------------------------------- the reference guard
+_STUBS = {}  # (free variables, message) -> code; _GUARDED: (names, autograd) -> functions (this copy only)
+_GUARDED = {}
+
+
 def _stub_code(code, message: str):
     """A code object that raises RuntimeError(message), with as many free variables as ``code``."""
+    key = (len(code.co_freevars), message)
+    if key in _STUBS:
+        return _STUBS[key]
     names = [f"_free{i}" for i in range(len(code.co_freevars))]
     lines = ["def _outer():"] + [f"    {n} = None" for n in names] + [
         "    def _stub(*args, **kwargs):",
@@ -438,7 +445,8 @@ def _stub_code(code, message: str):
     lines.append("    return _stub")
     namespace = {}
     exec(compile("\n".join(lines), "<forbidden reference>", "exec", dont_inherit=True), namespace)
-    return namespace["_outer"]().__code__
+    _STUBS[key] = namespace["_outer"]().__code__
+    return _STUBS[key]
 
 
 def _reference_objects(name: str) -> list:
@@ -447,11 +455,13 @@ def _reference_objects(name: str) -> list:
     found = []
     for track in ("attention_course.numpy_track", "attention_course.torch_track"):
         module = sys.modules.get(track)
-        if module is None:
+        # The torch track is only looked at once torch is loaded (importing torch takes seconds); a
+        # guarded call that imports it anew is refused on exit instead.
+        if module is None and (track.endswith("numpy_track") or "torch" in sys.modules):
             try:
                 __import__(track)
                 module = sys.modules.get(track)
-            except Exception:  # the torch track needs torch, and may be missing
+            except Exception:  # the torch track may be missing or broken: nothing of it to block
                 module = None
         if module is not None and name in module.__dict__:
             found.append(module.__dict__[name])
@@ -494,9 +504,14 @@ class _Forbid:
     def __enter__(self):
         import sys
 
-        self.modules_before = set(sys.modules)
         done = set()
-        for label, fn in self._functions():
+        key = (self.names, self.autograd, "attention_course.torch_track" in sys.modules, "torch" in sys.modules)
+        if key not in _GUARDED:
+            _GUARDED[key] = self._functions()
+        functions = _GUARDED[key]
+        self.modules_before = set(sys.modules)
+        self.count_before = len(sys.modules)
+        for label, fn in functions:
             if id(fn) in done:
                 continue
             done.add(id(fn))
@@ -515,7 +530,7 @@ class _Forbid:
         while self.swapped:
             fn, original = self.swapped.pop()
             fn.__code__ = original
-        if exc_type is None:
+        if exc_type is None and len(sys.modules) != self.count_before:
             # A reference imported only while the guarded call ran was not blocked: refuse it all the same.
             watched = ("attention_course.", "torch") if self.autograd else ("attention_course.",)
             new = sorted(name for name in set(sys.modules) - self.modules_before
@@ -752,8 +767,13 @@ def autograd_vjp(outputs, inputs: dict, douts) -> dict:
             raise AssertionError(f"output {i} does not depend on the inputs through torch operations "
                                  f"(detached, or computed outside torch): autograd cannot differentiate it")
     names = list(inputs)
-    grads = torch.autograd.grad(list(outs), [inputs[n] for n in names], [tensor(d) for d in grads_out],
-                                allow_unused=True)
+    # sum(dout * output) as one scalar: autograd's vector-Jacobian product without grad_outputs
+    # (which would make torch import its symbolic-shape machinery, a second per kernel).
+    total = None
+    for out, dout in zip(outs, grads_out):
+        term = (out * tensor(dout)).sum()
+        total = term if total is None else total + term
+    grads = torch.autograd.grad([total], [inputs[n] for n in names], allow_unused=True)
     result = {}
     for name, grad in zip(names, grads):
         if grad is None:

@@ -126,7 +126,6 @@ class AttentionWeight(nn.Module):
         self.score_name = score
         encoder_size, decoder_size = _sizes_for(score, encoder_size, decoder_size)
         self.score = None
-        self._options = (attention_size, rng, dtype)
         if encoder_size is not None:
             self.score = make_score(score, encoder_size, decoder_size, attention_size, rng, dtype)
 

@@ -18,6 +18,8 @@ Two ways to run a time-unrolled layer, same results:
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
@@ -164,6 +166,19 @@ def reverse_padded(xs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return xs.gather(1, index)
 
 
+def _quiet(kernel):
+    """The fused kernel, without cuDNN's warning that the weights are not one contiguous chunk.
+
+    They are not, by design: they are made from our parameters at every call (transposed, the
+    GRU's z block negated), and cuDNN packs the few kilobytes itself.
+    """
+    def run(*args):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
+            return kernel(*args)
+    return run
+
+
 class Recurrent(nn.Module):
     """A recurrent cell unrolled over time, with masks, reversal, initial and final states.
 
@@ -228,18 +243,21 @@ class Recurrent(nn.Module):
 
     def _forward_fused(self, xs, mask, state):
         cell = self.cell
-        kernel = getattr(torch._VF, cell.fused_kernel)
+        kernel = _quiet(getattr(torch._VF, cell.fused_kernel))
         weights = cell.fused_weights()
+        # The kernels' "train" flag only switches dropout (0 here) and, on cuDNN, keeps what the
+        # backward pass needs: ask for that whenever autograd records, in eval mode too.
+        train = torch.is_grad_enabled()
         hx = tuple(s.unsqueeze(0).contiguous() for s in state)  # (1, N, H) each: layers x directions first
         hx = hx if cell.state_size == 2 else hx[0]
         if mask is None:
             x = xs.flip(1) if self.reverse else xs
-            out, *final = kernel(x, hx, weights, True, 1, 0.0, self.training, False, True)
+            out, *final = kernel(x, hx, weights, True, 1, 0.0, train, False, True)
             out = out.flip(1) if self.reverse else out
             return out, tuple(f.squeeze(0) for f in final)
         lengths = mask.sum(dim=1)
         if cell.state_size == 1:
-            return self._forward_fused_unpacked(kernel, weights, xs, mask, lengths, state, hx)
+            return self._forward_fused_unpacked(kernel, weights, xs, mask, lengths, state, hx, train)
         # pack_padded_sequence refuses empty sequences: run them over one (padded) step, then
         # give them back their initial state and zero outputs below.
         empty = lengths == 0
@@ -247,8 +265,7 @@ class Recurrent(nn.Module):
         packed = pack_padded_sequence(x, lengths.clamp_min(1).cpu(), batch_first=True, enforce_sorted=False)
         order, unorder = packed.sorted_indices, packed.unsorted_indices
         hx_sorted = tuple(h[:, order] for h in hx) if cell.state_size == 2 else hx[:, order]
-        out_data, *final = kernel(packed.data, packed.batch_sizes, hx_sorted, weights, True, 1, 0.0, self.training,
-                                  False)
+        out_data, *final = kernel(packed.data, packed.batch_sizes, hx_sorted, weights, True, 1, 0.0, train, False)
         out, _ = pad_packed_sequence(PackedSequence(out_data, packed.batch_sizes, order, unorder), batch_first=True,
                                      total_length=xs.shape[1])
         out = out.masked_fill(~mask.unsqueeze(-1), 0.0)
@@ -257,7 +274,7 @@ class Recurrent(nn.Module):
         final = tuple(torch.where(empty[:, None], s, f.squeeze(0)[unorder]) for s, f in zip(state, final))
         return out, final
 
-    def _forward_fused_unpacked(self, kernel, weights, xs, mask, lengths, state, hx):
+    def _forward_fused_unpacked(self, kernel, weights, xs, mask, lengths, state, hx, train):
         """Padding without packing, where the state is the output (RNN, GRU): cheaper than packing.
 
         Run over the padded batch (reversed within each length for the backward direction, so the
@@ -265,7 +282,7 @@ class Recurrent(nn.Module):
         and zero the outputs at padded steps, which therefore receive no gradient.
         """
         x = reverse_padded(xs, lengths) if self.reverse else xs
-        out, _ = kernel(x, hx, weights, True, 1, 0.0, self.training, False, True)  # (N, T, H)
+        out, _ = kernel(x, hx, weights, True, 1, 0.0, train, False, True)  # (N, T, H)
         last = (lengths - 1).clamp_min(0)
         final = out[torch.arange(out.shape[0], device=out.device), last]  # (N, H)
         final = torch.where((lengths == 0)[:, None], state[0], final)

@@ -13,11 +13,11 @@ from torch import nn
 
 from ..numpy_track.base import init_rng
 from ..numpy_track.seq2seq import CELLS as _CELL_NAMES
-from ..numpy_track.seq2seq import Seq2seqConfig
+from ..numpy_track.seq2seq import Seq2seqConfig, stack_layers
 from .attention import TimeAttention
 from .base import check_tensor, resolve_dtype
 from .layers import Affine, Embedding, SoftmaxCrossEntropy
-from .recurrent import GRU, LSTM, RNN, Recurrent
+from .recurrent import GRU, LSTM, RNN
 from .wrappers import Bidirectional, Residual, Stacked
 
 __all__ = ["CELLS", "make_recurrent", "Encoder", "AttentionEncoder", "Decoder", "AttentionDecoder", "Bridge",
@@ -31,24 +31,8 @@ def make_recurrent(cell: str, input_size: int, hidden_size: int, num_layers: int
                    residual: bool = False, rng=None, dtype=torch.float32, reset_after: bool = False,
                    fused: bool = True) -> Stacked:
     """``num_layers`` recurrent layers, optionally bidirectional, with skip connections from layer 2 on."""
-    if cell not in CELLS:
-        raise ValueError(f"cell: unknown recurrent cell {cell!r}; choose one of {sorted(CELLS)}")
-    if num_layers < 1:
-        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-    rng = init_rng(rng)
-    options = {"reset_after": reset_after} if cell == "gru" else {}
-
-    def one(size_in: int) -> Recurrent:
-        return CELLS[cell](size_in, hidden_size, rng=rng, dtype=dtype, fused=fused, **options)
-
-    layers, size_in = [], input_size
-    for index in range(num_layers):
-        layer = Bidirectional(one(size_in), one(size_in)) if bidirectional else one(size_in)
-        if residual and index > 0:
-            layer = Residual(layer)
-        layers.append(layer)
-        size_in = layer.output_size
-    return Stacked(layers)
+    return stack_layers(CELLS, (Bidirectional, Residual, Stacked), cell, input_size, hidden_size, num_layers,
+                        bidirectional, residual, rng=init_rng(rng), dtype=dtype, reset_after=reset_after, fused=fused)
 
 
 def _check_tokens(name: str, ids, mask) -> dict:

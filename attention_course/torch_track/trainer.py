@@ -90,7 +90,7 @@ class Trainer:
 
     def train_step(self, tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """One step; returns (loss, gradient norm before clipping) as 0-d tensors on the device."""
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.amp else nullcontext()
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.amp else nullcontext()
         with autocast:
             loss = self.model(*(tensors[name] for name in _FIELDS))
         self.optimizer.zero_grad(set_to_none=True)
