@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-steps", type=_positive(int), help="stop after this many updates")
     train.add_argument("--seed", type=int, default=0, help="seed for the data, the weights and the batch order")
     train.add_argument("--out", type=Path, default=Path("runs/dates"), help="output folder (default: runs/dates)")
-    train.add_argument("--batch-size", type=_positive(int), default=128)
+    train.add_argument("--batch-size", type=_positive(int),
+                       help="examples a step (default: 128; 256 with --device cuda, where a step costs the same)")
     train.add_argument("--lr", type=_positive(float), help="Adam's learning rate (default: per track, see README)")
     train.add_argument("--embed-dim", type=_positive(int), default=32)
     train.add_argument("--hidden-size", type=_positive(int), help="per direction (default: per track, see README)")
@@ -137,6 +138,8 @@ def _track_options(args) -> None:
     for name, value in TRACK_DEFAULTS[args.track].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if args.batch_size is None:
+        args.batch_size = 256 if args.track == "torch" and str(args.device or "").startswith("cuda") else 128
 
 
 def _numpy_setup(args, kind, config, train_config):

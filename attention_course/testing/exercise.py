@@ -458,8 +458,12 @@ def _reference_objects(name: str) -> list:
         # The torch track is only looked at once torch is loaded (importing torch takes seconds); a
         # guarded call that imports it anew is refused on exit instead.
         if module is None and (track.endswith("numpy_track") or "torch" in sys.modules):
+            import warnings
+
             try:
-                __import__(track)
+                with warnings.catch_warnings():  # a warning on stderr would fail the test cell
+                    warnings.simplefilter("ignore")
+                    __import__(track)
                 module = sys.modules.get(track)
             except Exception:  # the torch track may be missing or broken: nothing of it to block
                 module = None

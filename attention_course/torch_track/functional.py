@@ -32,11 +32,21 @@ def scaled_dot_product_attention_reference(query: torch.Tensor, key: torch.Tenso
     return weights @ value, weights
 
 
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split("+")[0].split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+# From torch 2.5 on, every SDPA backend gives a query with no key a zero output (a "safe"
+# softmax); before, it came out NaN and the course mends it below.
+SDPA_ZEROES_EMPTY_ROWS = _version(torch.__version__) >= (2, 5)
+
+
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  mask: torch.Tensor | None = None) -> torch.Tensor:
     """The fast path: ``F.scaled_dot_product_attention``, fully masked rows giving zeros."""
-    if mask is None:
-        return F.scaled_dot_product_attention(query, key, value)
+    if mask is None or SDPA_ZEROES_EMPTY_ROWS:
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
     # A query row whose keys are all masked would come out NaN: let it see every key, then zero it.
     anything = mask.any(dim=-1, keepdim=True)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | ~anything)

@@ -257,3 +257,25 @@ def test_fast_attention_fully_masked_row_gives_zeros_and_zero_gradient(rng):
     assert (out[1] == 0).all() and (query.grad[1] == 0).all()
     assert (key.grad[1] == 0).all() and (value.grad[1] == 0).all()
     assert (key.grad[0, 2:] == 0).all() and (value.grad[0, 2:] == 0).all(), "masked keys get no gradient"
+
+
+@pytest.mark.parametrize("zeroes_empty_rows", [True, False], ids=["torch>=2.5", "older torch: mended"])
+def test_fast_attention_fully_masked_row_both_code_paths(monkeypatch, zeroes_empty_rows):
+    # torch >= 2.5 zeroes a query with no key itself; older versions get the course's mend. Both
+    # paths must give zeros (and zero gradients) there and the reference's values elsewhere.
+    from attention_course.torch_track import functional
+
+    monkeypatch.setattr(functional, "SDPA_ZEROES_EMPTY_ROWS", zeroes_empty_rows)
+    generator = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 1, 3, 4, dtype=torch.float64, generator=generator).requires_grad_()
+    mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    k5 = torch.randn(2, 1, 5, 4, dtype=torch.float64, generator=generator).requires_grad_()
+    v5 = torch.randn(2, 1, 5, 4, dtype=torch.float64, generator=generator).requires_grad_()
+    mask[0, ..., 3:] = False
+    mask[1] = False
+    out = functional.scaled_dot_product_attention(q, k5, v5, mask)
+    expected, _ = functional.scaled_dot_product_attention_reference(q, k5, v5, mask)
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    out.sum().backward()
+    assert not torch.isnan(q.grad).any() and torch.equal(q.grad[1], torch.zeros_like(q.grad[1]))

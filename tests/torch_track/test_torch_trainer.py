@@ -126,3 +126,16 @@ def test_greedy_translate_default_length_is_the_target_width(dates):
     _, test, _, target_vocab = dates
     _, weights = greedy_translate(tiny_model(dates), test, target_vocab)
     assert weights.shape[1] == test.decoder_target.shape[1]
+
+
+def test_cuda_warm_up_leaves_model_and_optimizer_untouched(dates):
+    # The warm-up runs on CUDA before the clock; here it is called directly on the CPU to show it
+    # works on a throwaway copy: the model's weights, its gradients and Adam's state stay as they were.
+    model = tiny_model(dates)
+    trainer = Trainer(model, TrainConfig(max_steps=1, batch_size=8))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    trainer._warm_up(batch_to_tensors(dates[0], "cpu"))
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]), name
+        assert p.grad is None, name
+    assert not trainer.optimizer.state
