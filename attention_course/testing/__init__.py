@@ -2,6 +2,7 @@
 
 from .gradcheck import assert_grads_close, check_layer_gradients, numerical_vjp, relative_error
 from .shapes import ShapeError, assert_shape, check_array
+from .exercise import TamperingError, load_checks
 
 __all__ = [
     "ShapeError",
@@ -11,4 +12,6 @@ __all__ = [
     "check_layer_gradients",
     "numerical_vjp",
     "relative_error",
+    "TamperingError",
+    "load_checks",
 ]

@@ -100,7 +100,9 @@ def load_checks(verify: bool = True):
     """A fresh, private copy of this module, verified (``verify()``) unless ``verify=False``."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_attention_course_checks", __file__)
+    # The path as compiled into this function's own code: a module's __file__ can be rebound.
+    path = (lambda: None).__code__.co_filename
+    spec = importlib.util.spec_from_file_location("_attention_course_checks", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if verify:
@@ -311,7 +313,7 @@ def _verify_module(module, sources: _Sources, inside: str, imports: bool) -> Non
     codes, tree = sources.codes(path), sources.tree(path)
     namespace = module.__dict__
 
-    def check(label, live, qualname, decorated):
+    def check(label, live, qualname, decorated, node):
         functions = _live_functions(live)
         if functions is None and not decorated:
             _fail(label, f"is not the original function (got a {_type(live).__name__})")
@@ -333,11 +335,13 @@ def _verify_module(module, sources: _Sources, inside: str, imports: bool) -> Non
                 if _type(fn) is _FunctionType and _function_file(fn) == path:
                     _fail(label, f"was modified: its code no longer matches {path}")
                 _fail(label, "was replaced by a function defined elsewhere")
+            if fn.__code__.co_name == node.name and not _defaults_ok(fn, node):
+                _fail(label, "was modified: its default arguments were changed")
 
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if node.name in namespace:
-                check(f"{name}.{node.name}", namespace[node.name], node.name, bool(node.decorator_list))
+                check(f"{name}.{node.name}", namespace[node.name], node.name, bool(node.decorator_list), node)
         elif isinstance(node, ast.ClassDef):
             cls = namespace.get(node.name)
             if cls is None:
@@ -349,7 +353,7 @@ def _verify_module(module, sources: _Sources, inside: str, imports: bool) -> Non
                     simple = all(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod", "property")
                                  for d in item.decorator_list)
                     check(f"{name}.{node.name}.{item.name}", cls.__dict__[item.name], f"{node.name}.{item.name}",
-                          not simple)
+                          not simple, item)
         elif imports and isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0]
                                                                  == name.split(".")[0]):
             if node.level == 0:

@@ -37,17 +37,19 @@ def _version(text: str) -> tuple[int, int]:
     return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
-# From torch 2.5 on, every SDPA backend gives a query with no key a zero output (a "safe"
-# softmax); before, it came out NaN and the course mends it below.
-SDPA_ZEROES_EMPTY_ROWS = _version(torch.__version__) >= (2, 5)
+# From torch 2.5 on, SDPA's CPU kernels give a query with no key a zero output (a "safe"
+# softmax); the CUDA memory-efficient kernel in bfloat16 does not (seen with torch 2.11 on an
+# H200), nor does anything before 2.5: there the course mends it.
+SDPA_ZEROES_EMPTY_ROWS_ON_CPU = _version(torch.__version__) >= (2, 5)
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  mask: torch.Tensor | None = None) -> torch.Tensor:
     """The fast path: ``F.scaled_dot_product_attention``, fully masked rows giving zeros."""
-    if mask is None or SDPA_ZEROES_EMPTY_ROWS:
+    if mask is None or (SDPA_ZEROES_EMPTY_ROWS_ON_CPU and query.device.type == "cpu"):
         return F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
-    # A query row whose keys are all masked would come out NaN: let it see every key, then zero it.
+    # A query row whose keys are all masked: let it see every key (no NaN), then zero its output.
+    # No branch on whether such a row exists: that would cost a device sync at every call.
     anything = mask.any(dim=-1, keepdim=True)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | ~anything)
-    return out.masked_fill(~anything, 0.0)
+    return torch.where(anything, out, 0.0)

@@ -259,13 +259,13 @@ def test_fast_attention_fully_masked_row_gives_zeros_and_zero_gradient(rng):
     assert (key.grad[0, 2:] == 0).all() and (value.grad[0, 2:] == 0).all(), "masked keys get no gradient"
 
 
-@pytest.mark.parametrize("zeroes_empty_rows", [True, False], ids=["torch>=2.5", "older torch: mended"])
+@pytest.mark.parametrize("zeroes_empty_rows", [True, False], ids=["torch>=2.5 on the CPU", "mended"])
 def test_fast_attention_fully_masked_row_both_code_paths(monkeypatch, zeroes_empty_rows):
-    # torch >= 2.5 zeroes a query with no key itself; older versions get the course's mend. Both
+    # torch >= 2.5 on the CPU zeroes a query with no key itself; elsewhere the course mends it. Both
     # paths must give zeros (and zero gradients) there and the reference's values elsewhere.
     from attention_course.torch_track import functional
 
-    monkeypatch.setattr(functional, "SDPA_ZEROES_EMPTY_ROWS", zeroes_empty_rows)
+    monkeypatch.setattr(functional, "SDPA_ZEROES_EMPTY_ROWS_ON_CPU", zeroes_empty_rows)
     generator = torch.Generator().manual_seed(3)
     q = torch.randn(2, 1, 3, 4, dtype=torch.float64, generator=generator).requires_grad_()
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
