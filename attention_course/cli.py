@@ -190,7 +190,7 @@ def train_command(args) -> dict:
     stopping = dict(epochs=args.epochs, max_steps=args.max_steps, max_seconds=args.max_seconds,
                     target_accuracy=args.target_accuracy)
     if all(value is None for value in stopping.values()):
-        stopping["epochs"] = 3
+        stopping.update(epochs=3, target_accuracy=0.999)
     train_config = TrainConfig(batch_size=args.batch_size, lr=args.lr, eval_every=args.eval_every, seed=args.seed,
                                **stopping)
     setup = _numpy_setup if args.track == "numpy" else _torch_setup
@@ -216,6 +216,7 @@ def train_command(args) -> dict:
         "steps": result.steps,
         "peak_rss_mb": None,
         "stopped_because": result.stopped_because,
+        "restored_best_step": result.restored_step,
         "final_loss": result.losses[-1] if result.losses else None,
         "track": args.track,
         "device": str(trainer.device) if args.track == "torch" else "cpu",

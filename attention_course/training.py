@@ -6,6 +6,10 @@ are read only when needed, so a GPU is not made to wait at every step) and
 ``max_steps`` done, ``max_seconds`` spent, or exact match >= ``target_accuracy`` at an
 evaluation. ``train_seconds`` is the wall time from the first step until it stopped, the
 periodic evaluations included.
+
+With ``snapshot``/``restore`` given (and ``TrainConfig.restore_best``), the weights of the best
+evaluation are kept, and put back at the end if training later got worse (Adam at a constant
+learning rate can spike late in a run): the result then reports the best step and its accuracy.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class TrainConfig:
     # threads that spin-wait collapse (10x slower) as soon as anything else wants the CPU.
     # None: leave the thread count as it is.
     blas_threads: int | None = 1
+    restore_best: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -57,10 +62,16 @@ class TrainResult:
     losses: list = field(default_factory=list)
     evaluations: list = field(default_factory=list)  # (step, test exact match)
     grad_norms: list = field(default_factory=list)
+    restored_step: int | None = None  # the step whose weights were put back, if any
 
     @property
     def test_exact_match(self) -> float | None:
-        return self.evaluations[-1][1] if self.evaluations else None
+        """The accuracy of the weights training ended with (the restored ones, if restored)."""
+        if not self.evaluations:
+            return None
+        if self.restored_step is not None:
+            return max(accuracy for step, accuracy in self.evaluations if step == self.restored_step)
+        return self.evaluations[-1][1]
 
 
 def exact_match(predictions: list[str], targets: list[str]) -> float:
@@ -78,7 +89,8 @@ def _as_floats(values: list) -> list[float]:
 
 def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, config: TrainConfig,
                  evaluate: Callable[[], float] | None = None, progress: bool = True,
-                 log: Callable[[str], None] | None = None) -> TrainResult:
+                 log: Callable[[str], None] | None = None, snapshot: Callable[[], object] | None = None,
+                 restore: Callable[[object], None] | None = None) -> TrainResult:
     """Call ``train_step`` on shuffled batches of indices until a stopping rule fires."""
     from tqdm.auto import tqdm
 
@@ -90,6 +102,14 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
     bar = tqdm(total=total, disable=not progress, unit="step", dynamic_ncols=True, mininterval=0.5)
     start = time.perf_counter()
     finite = True
+    keep_best = c.restore_best and snapshot is not None and restore is not None
+    best = None  # (accuracy, step, weights)
+
+    def evaluated(accuracy: float) -> None:
+        nonlocal best
+        result.evaluations.append((result.steps, accuracy))
+        if keep_best and (best is None or accuracy > best[0]):
+            best = (accuracy, result.steps, snapshot())
 
     def check_finite() -> bool:
         # Read the losses since the last check (one device sync), then decide.
@@ -113,7 +133,7 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
                     bar.set_postfix(loss=f"{result.losses[-1]:.3f}")
                 if evaluate is not None and result.steps % c.eval_every == 0:
                     accuracy = evaluate()
-                    result.evaluations.append((result.steps, accuracy))
+                    evaluated(accuracy)
                     bar.set_postfix(loss=f"{result.losses[-1]:.3f}", test_exact_match=f"{accuracy:.3f}")
                     if log is not None:
                         log(f"step {result.steps}: loss {result.losses[-1]:.4f}, test exact match {accuracy:.4f}")
@@ -137,6 +157,11 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
             finite = False
             result.stopped_because = result.stopped_because or "loss is not finite"
         if evaluate is not None and finite and (not result.evaluations or result.evaluations[-1][0] != result.steps):
-            result.evaluations.append((result.steps, evaluate()))
+            evaluated(evaluate())
+        if keep_best and best is not None and (not finite or result.evaluations[-1][1] < best[0]):
+            restore(best[2])
+            result.restored_step = best[1]
+            if log is not None:
+                log(f"restored the weights of step {best[1]} (test exact match {best[0]:.4f}, the best evaluation)")
         result.train_seconds = time.perf_counter() - start
         bar.close()

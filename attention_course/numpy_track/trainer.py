@@ -63,4 +63,4 @@ class Trainer:
         c = self.config
         with nullcontext() if c.blas_threads is None else threadpool_limits(c.blas_threads, user_api="blas"):
             return run_training(lambda indices: self.train_step(train.subset(indices)), len(train), c, evaluate,
-                                progress, log)
+                                progress, log, snapshot=self.model.state_dict, restore=self.model.load_state_dict)

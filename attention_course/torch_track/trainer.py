@@ -101,6 +101,9 @@ class Trainer:
         self.optimizer.step()
         return loss.detach(), norm.detach()
 
+    def _snapshot(self) -> dict[str, torch.Tensor]:
+        return {name: value.detach().clone() for name, value in self.model.state_dict().items()}
+
     def _warm_up(self, data: dict[str, torch.Tensor]) -> None:
         """Start CUDA's libraries (cuBLAS, cuDNN's RNN plans, the allocator) before the clock runs.
 
@@ -141,6 +144,7 @@ class Trainer:
         if threads is not None:
             torch.set_num_threads(threads)
         try:
-            return run_training(step, len(train), self.config, evaluate, progress, log)
+            return run_training(step, len(train), self.config, evaluate, progress, log, snapshot=self._snapshot,
+                                restore=self.model.load_state_dict)
         finally:
             torch.set_num_threads(previous)

@@ -1,0 +1,86 @@
+"""The training loop both tracks share: stopping rules, evaluation, keeping the best weights."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from attention_course.training import TrainConfig, run_training
+
+
+class Fake:
+    """A 'model' whose weights are a step counter, with scripted accuracies."""
+
+    def __init__(self, accuracies, losses=None):
+        self.weights = {"w": 0}
+        self.accuracies = list(accuracies)
+        self.losses = losses
+        self.seen = []
+
+    def step(self, indices):
+        self.seen.append(np.asarray(indices))
+        self.weights["w"] += 1
+        loss = self.losses[self.weights["w"] - 1] if self.losses else 1.0 / self.weights["w"]
+        return loss, 0.0
+
+    def evaluate(self):
+        return self.accuracies.pop(0)
+
+    def snapshot(self):
+        return dict(self.weights)
+
+    def restore(self, state):
+        self.weights.update(state)
+
+
+def test_keeps_the_best_evaluation_when_training_gets_worse():
+    fake = Fake([0.5, 0.9, 0.7])
+    result = run_training(fake.step, 100, TrainConfig(batch_size=10, max_steps=30, eval_every=10), fake.evaluate,
+                          progress=False, snapshot=fake.snapshot, restore=fake.restore)
+    assert [step for step, _ in result.evaluations] == [10, 20, 30]
+    assert result.restored_step == 20 and fake.weights["w"] == 20
+    assert result.test_exact_match == 0.9
+    assert result.steps == 30
+
+
+def test_no_restore_when_the_end_is_the_best_or_when_disabled():
+    fake = Fake([0.5, 0.9, 0.95])
+    result = run_training(fake.step, 100, TrainConfig(batch_size=10, max_steps=30, eval_every=10), fake.evaluate,
+                          progress=False, snapshot=fake.snapshot, restore=fake.restore)
+    assert result.restored_step is None and fake.weights["w"] == 30 and result.test_exact_match == 0.95
+    fake = Fake([0.5, 0.9, 0.7])
+    result = run_training(fake.step, 100, TrainConfig(batch_size=10, max_steps=30, eval_every=10, restore_best=False),
+                          fake.evaluate, progress=False, snapshot=fake.snapshot, restore=fake.restore)
+    assert result.restored_step is None and fake.weights["w"] == 30 and result.test_exact_match == 0.7
+
+
+def test_target_accuracy_stops_at_the_first_evaluation_that_reaches_it():
+    fake = Fake([0.5, 0.99, 0.2])
+    result = run_training(fake.step, 100, TrainConfig(batch_size=10, max_steps=100, eval_every=10,
+                                                      target_accuracy=0.99), fake.evaluate, progress=False)
+    assert result.steps == 20 and result.stopped_because == "target accuracy reached"
+    assert result.test_exact_match == 0.99
+
+
+def test_epochs_cover_every_example_once_per_epoch():
+    fake = Fake([1.0] * 10)
+    result = run_training(fake.step, 25, TrainConfig(batch_size=10, epochs=2, eval_every=100), None, progress=False)
+    assert result.steps == 6 and result.stopped_because == "epochs done"
+    first_epoch = np.sort(np.concatenate(fake.seen[:3]))
+    np.testing.assert_array_equal(first_epoch, np.arange(25))
+
+
+def test_a_loss_that_is_not_finite_stops_training_and_restores_the_best():
+    fake = Fake([0.8, 0.1], losses=[1.0] * 19 + [math.nan] * 30)
+    result = run_training(fake.step, 100, TrainConfig(batch_size=10, max_steps=40, eval_every=10), fake.evaluate,
+                          progress=False, snapshot=fake.snapshot, restore=fake.restore)
+    assert result.stopped_because == "loss is not finite"
+    assert result.steps == 20
+    assert result.restored_step == 10 and fake.weights["w"] == 10
+
+
+def test_config_needs_a_stopping_rule():
+    with pytest.raises(ValueError, match="at least one of"):
+        TrainConfig()
