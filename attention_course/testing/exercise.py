@@ -283,7 +283,8 @@ def _verify_numpy(sources: _Sources) -> None:
                 _verify_function(label, implementation, name, sources, inside)
         elif kind is _FunctionType:
             _verify_function(label, obj, name, sources, inside)
-        elif _is_static_type(kind, "ufunc") or kind is _BuiltinFunctionType or kind.__name__ == "cython_function_or_method":
+        elif (_is_static_type(kind, "ufunc") or kind is _BuiltinFunctionType
+              or kind.__name__ == "cython_function_or_method"):
             if obj.__name__ != name:
                 _fail(label, f"was replaced (it is now {obj.__name__!r})")
         else:
