@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Debian packages the course needs: bubblewrap (the grading sandbox).
+# Debian packages the course needs: bubblewrap (the grading sandbox) and util-linux (setpriv,
+# prlimit: the sandbox drops to an unprivileged user with resource limits).
 # Runs as root on CI and the course machines; elsewhere it asks sudo, or says what to install.
 set -euo pipefail
-packages=(bubblewrap)
+packages=(bubblewrap util-linux)
 if [ "$(id -u)" -eq 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"

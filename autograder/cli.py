@@ -1,0 +1,167 @@
+"""``python -m autograder <command>``: the instructor's one entry point.
+
+    release   [ASSIGNMENT | --all]             student versions into grading/release/
+    import    ASSIGNMENT (--from-exchange DIR | --from PATH)
+    autograde ASSIGNMENT [--student ID ...] [--workers N] [--unsafe-no-sandbox]
+              [--cell-timeout S] [--notebook-timeout S] [--memory-mb M] [--max-processes P] [--bwrap PATH]
+    feedback  ASSIGNMENT [--student ID ...]    HTML without hidden tests, into grading/feedback/
+    export    [--csv FILE] [--histogram FILE.png]
+    leakscan  PATH ... [--assignment A ...]    solution or hidden-test lines in any files (exit 1 if found)
+
+Global options (before the command): ``--course-dir DIR`` (default: grading/ at the repository
+root, outside git) and ``--source DIR`` (default: solutions/).
+
+Every error is one line on stderr and exit status 2. ``feedback`` exits 1 when it had to withhold
+a page, ``leakscan`` when it finds a leak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from .course import DEFAULT_COURSE_DIR, DEFAULT_SOURCE_DIR, Course
+from .errors import GradingError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"{self.prog}: {message}\n")
+        raise SystemExit(2)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m autograder", description="Release, import, autograde (sandboxed, in "
+                     "parallel), feedback and export for the course's nbgrader assignments.")
+    parser.add_argument("--course-dir", type=Path, default=DEFAULT_COURSE_DIR,
+                        help="course directory with the gradebook and submissions (default: %(default)s)")
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE_DIR,
+                        help="nbgrader source notebooks, <source>/<assignment>/*.ipynb (default: %(default)s)")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    release = commands.add_parser("release", help="generate the student versions")
+    release.add_argument("assignment", nargs="?")
+    release.add_argument("--all", action="store_true", help="every assignment in the source folder")
+
+    intake = commands.add_parser("import", help="import submissions")
+    intake.add_argument("assignment")
+    where = intake.add_mutually_exclusive_group(required=True)
+    where.add_argument("--from-exchange", type=Path, metavar="DIR", help="an nbgrader exchange")
+    where.add_argument("--from", dest="source_path", type=Path, metavar="PATH",
+                       help="a folder or .zip of <student>.ipynb or <student>/<notebook>.ipynb")
+
+    grade = commands.add_parser("autograde", help="grade submissions in sandboxed parallel kernels")
+    grade.add_argument("assignment")
+    grade.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    grade.add_argument("--workers", type=_positive, default=os.cpu_count() or 1,
+                       help="notebooks graded at once (default: the number of CPUs, %(default)s)")
+    grade.add_argument("--unsafe-no-sandbox", action="store_true",
+                       help="run student code without bubblewrap, as you (only where bwrap is unavailable)")
+    grade.add_argument("--cell-timeout", type=_positive, default=60, metavar="S", help="seconds per cell (default: 60)")
+    grade.add_argument("--notebook-timeout", type=_positive, default=600, metavar="S",
+                       help="seconds per notebook (default: 600)")
+    grade.add_argument("--memory-mb", type=_positive, default=4096, help="address space per process (default: 4096)")
+    grade.add_argument("--max-processes", type=_positive, default=256,
+                       help="processes and threads per sandbox (default: 256)")
+    grade.add_argument("--bwrap", help="the bubblewrap executable (default: $AUTOGRADER_BWRAP, else bwrap on PATH)")
+
+    feedback = commands.add_parser("feedback", help="HTML feedback without hidden tests")
+    feedback.add_argument("assignment")
+    feedback.add_argument("--student", action="append", help="only this student (repeatable)")
+
+    export = commands.add_parser("export", help="grade table and histogram")
+    export.add_argument("--csv", type=Path, metavar="FILE", help="grade table (default: <course-dir>/grades.csv)")
+    export.add_argument("--histogram", type=Path, metavar="FILE.png", help="score histogram per assignment")
+
+    leaks = commands.add_parser("leakscan", help="find solution or hidden-test lines in files (a built book, a wheel)")
+    leaks.add_argument("paths", nargs="+", type=Path)
+    leaks.add_argument("--assignment", action="append", help="only these assignments' secrets (repeatable)")
+    leaks.add_argument("--hidden-only", action="store_true", help="look for hidden tests only (feedback pages)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    course = Course(root=args.course_dir, source=args.source)
+    if args.command == "release":
+        if args.all == bool(args.assignment):
+            raise GradingError("release: name one ASSIGNMENT or pass --all")
+        assignments = course.source_assignments() if args.all else [args.assignment]
+        if not assignments:
+            raise GradingError(f"release --all: no assignments in {course.source}")
+        from .release import release
+
+        for line in release(course, assignments):
+            print(line)
+    elif args.command == "import":
+        from .submissions import import_submissions
+
+        print(import_submissions(course, args.assignment, source=args.source_path, exchange=args.from_exchange))
+    elif args.command == "autograde":
+        from .grading import GradeOptions, autograde
+        from .sandbox import Limits
+
+        options = GradeOptions(workers=args.workers, cell_timeout=args.cell_timeout,
+                               notebook_timeout=args.notebook_timeout, unsafe_no_sandbox=args.unsafe_no_sandbox,
+                               bwrap=args.bwrap, students=args.student,
+                               limits=Limits(memory_mb=args.memory_mb, processes=args.max_processes,
+                                             cpu_seconds=max(60, args.notebook_timeout + 60)))
+        autograde(course, args.assignment, options)
+    elif args.command == "feedback":
+        from .feedback import feedback
+
+        messages, withheld = feedback(course, args.assignment, args.student)
+        for line in messages:
+            print(line)
+        return 1 if withheld else 0
+    elif args.command == "export":
+        from .export import export
+
+        for line in export(course, args.csv, args.histogram):
+            print(line)
+    elif args.command == "leakscan":
+        from . import leakscan
+        from .course import package_folder
+
+        for path in args.paths:
+            if not path.exists():
+                raise GradingError(f"leakscan: no such file or folder: {path}")
+        secrets = leakscan.course_secrets(course.source, package_folder(), args.assignment)
+        kinds = ("hidden test",) if args.hidden_only else ("solution", "hidden test")
+        found = leakscan.scan(args.paths, secrets, kinds)
+        for leak in found:
+            print(f"LEAK {leak.where}: {leak.secret.kind} line from {leak.secret.origin}: {leak.secret.line}")
+        print(f"leakscan: {len(found)} leak(s) in {', '.join(map(str, args.paths))} "
+              f"({len(secrets)} secret line(s) from {course.source})")
+        return 1 if found else 0
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except GradingError as exc:
+        print(f"autograder {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"autograder {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one line for the instructor; the traceback on request
+        if os.environ.get("AUTOGRADER_DEBUG"):
+            traceback.print_exc()
+        print(f"autograder {args.command}: internal error: {type(exc).__name__}: {exc} "
+              "(set AUTOGRADER_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 2

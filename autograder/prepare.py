@@ -1,0 +1,290 @@
+"""Turn a submitted file into the notebook to execute, recording every repair as a flag.
+
+Runs in the main process (it reads the gradebook), before any student code runs:
+
+1. ``load_submission``: bytes -> a valid nbformat-4 notebook, or None with the reason (too big,
+   not UTF-8, invalid JSON, not a notebook). Missing ``metadata``/``outputs`` keys are repaired.
+2. ``restore``: the instructor's cells come back as released:
+   - nbgrader metadata with an unknown or repeated grade id is dropped (the cell is student code);
+     metadata a student changed (points, locked, ...) is reset to the released one;
+   - cells whose nbgrader metadata was stripped are re-identified by content (a read-only cell by
+     its exact source, an answer cell by its first line, e.g. the ``def`` line) in released order;
+   - a read-only or test cell still missing is re-inserted after its released predecessor
+     (nbgrader's own ``add_missing_cells`` raises KeyError when that predecessor is a read-only
+     non-test cell, and is not used);
+   - nbgrader's ``OverwriteCells`` then restores the source of every read-only cell from the
+     gradebook, hidden tests included, and ``CheckCellMetadata`` validates the result.
+3. ``scan``: the static scan of the cells the student controls (``scan.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader import utils as nbutils
+from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, OverwriteCells, OverwriteKernelspec
+
+from . import scan
+
+MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
+_CELL_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+
+
+@dataclass
+class NotebookPlan:
+    """What grading needs to know about one notebook of the assignment (from release and source)."""
+
+    name: str
+    released: nbformat.NotebookNode
+    max_scores: dict[str, float]
+    context: scan.ScanContext
+    modules: dict[str, str]
+    locked_sources: dict[str, str] = field(default_factory=dict)   # the source notebook's read-only cells
+
+
+@dataclass
+class Prepared:
+    student: str
+    notebook: str
+    nb: nbformat.NotebookNode | None          # None: nothing to run; every test scores 0
+    flags: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _grade_id(cell) -> str | None:
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return meta.get("grade_id") if isinstance(meta, dict) else None
+
+
+def _source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def plan_notebook(name: str, released_path: Path, source_path: Path, max_scores: dict[str, float]) -> NotebookPlan:
+    released = nbformat.read(released_path, as_version=4)
+    source = nbformat.read(source_path, as_version=4) if source_path.exists() else released
+    instructor, solutions, locked_sources = [], [], {}
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("locked") and meta.get("grade_id"):
+            locked_sources[meta["grade_id"]] = cell.source
+        if cell.cell_type != "code":
+            continue
+        if meta.get("solution"):
+            solutions.append(cell.source)
+        elif meta.get("locked") or meta.get("grade"):
+            instructor.append(cell.source)
+    return NotebookPlan(name=name, released=released, max_scores=max_scores,
+                        context=scan.build_context(instructor, solutions),
+                        modules=scan.instructor_modules(instructor), locked_sources=locked_sources)
+
+
+def load_submission(path: Path) -> tuple[nbformat.NotebookNode | None, list[str]]:
+    """The submitted notebook, repaired where that is safe; or None and the reason."""
+    flags: list[str] = []
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        return None, [f"{path.name} is {size // (1024 * 1024)} MiB, over the {MAX_NOTEBOOK_BYTES // (1024 * 1024)} MiB limit"]
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, [f"{path.name} is not UTF-8 text"]
+    except json.JSONDecodeError as exc:
+        return None, [f"{path.name} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"]
+    except RecursionError:
+        return None, [f"{path.name} is nested too deeply to read"]
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return None, [f"{path.name} is not a notebook (no list of cells)"]
+    if data.get("nbformat") != 4:
+        try:
+            data = json.loads(nbformat.writes(nbformat.reads(json.dumps(data), as_version=4)))
+        except Exception as exc:  # noqa: BLE001 - any failure means: not a notebook we can grade
+            return None, [f"{path.name} is not a version-4 notebook ({type(exc).__name__})"]
+    cells, stripped, dropped, seen_ids = [], 0, 0, set()
+    for cell in data["cells"]:
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            dropped += 1
+            continue
+        clean = {"cell_type": cell["cell_type"], "source": _source(cell)}
+        metadata = cell.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata, stripped = {}, stripped + 1
+        clean["metadata"] = metadata
+        if cell["cell_type"] == "code":
+            clean["outputs"], clean["execution_count"] = [], None
+        elif isinstance(cell.get("attachments"), dict):
+            clean["attachments"] = cell["attachments"]
+        cell_id = cell.get("id")
+        if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id) or cell_id in seen_ids:
+            cell_id = uuid.uuid4().hex[:12]
+        seen_ids.add(cell_id)
+        clean["id"] = cell_id
+        cells.append(clean)
+    if dropped:
+        flags.append(f"{dropped} malformed cell(s) dropped from {path.name}")
+    if stripped:
+        flags.append(f"{stripped} cell(s) of {path.name} had no metadata at all")
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    nb = nbformat.from_dict({"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": cells})
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        return None, flags + [f"{path.name} is not a valid notebook: {str(exc).splitlines()[0]}"]
+    return nb, flags
+
+
+_NBGRADER_KEYS = ("grade", "solution", "locked", "points", "task", "grade_id")
+
+
+def restore(nb, plan: NotebookPlan) -> list[str]:
+    """Bring back the instructor's cells as released (before OverwriteCells restores hidden tests)."""
+    flags: list[str] = []
+    released = [c for c in plan.released.cells if _grade_id(c)]
+    by_id = {_grade_id(c): c for c in released}
+    order = [_grade_id(c) for c in released]
+
+    # Known ids keep the released metadata; unknown or repeated ones make plain student cells.
+    seen: set[str] = set()
+    for index, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader")
+        if meta is None:
+            continue
+        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+        if grade_id not in by_id or grade_id in seen:
+            del cell.metadata["nbgrader"]
+            flags.append(f"cell {index} carries {'a repeated' if grade_id in seen else 'an unknown'} grade id "
+                         f"{grade_id!r}: graded as student code")
+            continue
+        seen.add(grade_id)
+        reference = by_id[grade_id]
+        changed = [k for k in _NBGRADER_KEYS if meta.get(k) != reference.metadata.nbgrader.get(k)]
+        if changed:
+            flags.append(f"nbgrader metadata of cell {grade_id!r} was changed ({', '.join(changed)}): reset")
+        cell.metadata["nbgrader"] = copy.deepcopy(reference.metadata.nbgrader)
+        for key in ("deletable", "editable"):
+            if key in reference.metadata:
+                cell.metadata[key] = reference.metadata[key]
+        # A read-only cell may read as released, or as in the source (with its hidden tests).
+        versions = {reference.source.rstrip(), plan.locked_sources.get(grade_id, reference.source).rstrip()}
+        if reference.metadata.nbgrader.get("locked") and (
+                cell.cell_type != reference.cell_type or cell.source.rstrip() not in versions):
+            flags.append(f"read-only cell {grade_id!r} was edited: restored from the source")
+
+    # Stripped metadata: re-identify cells by content, in released order.
+    missing = [g for g in order if g not in seen]
+    plain = [i for i, c in enumerate(nb.cells) if "nbgrader" not in c.metadata]
+    recovered = 0
+    if missing and plain:
+        used: set[int] = set()
+        for grade_id in missing:
+            reference = by_id[grade_id]
+            meta = reference.metadata.nbgrader
+            ref_lines = [line for line in reference.source.splitlines() if line.strip()]
+            for index in plain:
+                cell = nb.cells[index]
+                if index in used or cell.cell_type != reference.cell_type:
+                    continue
+                if meta.get("locked"):
+                    match = cell.source.rstrip() == reference.source.rstrip()
+                else:
+                    lines = [line for line in cell.source.splitlines() if line.strip()]
+                    match = bool(ref_lines and lines) and lines[0].strip() == ref_lines[0].strip()
+                if match:
+                    cell.metadata["nbgrader"] = copy.deepcopy(meta)
+                    used.add(index)
+                    seen.add(grade_id)
+                    recovered += 1
+                    break
+        if recovered:
+            flags.append(f"nbgrader metadata was missing from {recovered} cell(s): recovered by matching "
+                         "the released notebook")
+
+    # Read-only and test cells still missing: re-insert after their released predecessor.
+    for position, grade_id in enumerate(order):
+        if grade_id in seen:
+            continue
+        reference = by_id[grade_id]
+        meta = reference.metadata.nbgrader
+        if not (meta.get("locked") or meta.get("grade")):
+            flags.append(f"answer cell {grade_id!r} is missing from the submission")
+            continue
+        anchor = None
+        for previous in reversed(order[:position]):
+            if previous in seen:
+                anchor = next(i for i, c in enumerate(nb.cells) if _grade_id(c) == previous)
+                break
+        cell = copy.deepcopy(reference)
+        cell["id"] = uuid.uuid4().hex[:12]
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        nb.cells.insert(0 if anchor is None else anchor + 1, cell)
+        seen.add(grade_id)
+        kind = "test cell" if meta.get("grade") else "read-only cell"
+        flags.append(f"{kind} {grade_id!r} was missing from the submission: restored from the source")
+    return flags
+
+
+def sanitize(nb, plan: NotebookPlan, resources: dict) -> None:
+    """nbgrader's own sanitizing, as ``nbgrader autograde`` does it (after ``restore``)."""
+    for preprocessor in (ClearOutput(), OverwriteKernelspec(), OverwriteCells(add_missing_cells=False),
+                         CheckCellMetadata()):
+        nb, resources = preprocessor.preprocess(nb, resources)
+
+
+def student_cells(nb) -> list[tuple[str, str]]:
+    """(where, source) of the code cells the student controls: answers and cells they added."""
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("locked"):
+            continue
+        where = f"cell {meta['grade_id']!r}" if meta.get("grade_id") else f"cell {index}"
+        cells.append((where, cell.source))
+    return cells
+
+
+def prepare(path: Path | None, plan: NotebookPlan, student: str, assignment: str, db_url: str) -> Prepared:
+    prepared = Prepared(student=student, notebook=plan.name, nb=None)
+    if path is None or not path.exists():
+        prepared.notes.append(f"{plan.name}.ipynb was not submitted: scored 0")
+        return prepared
+    nb, flags = load_submission(path)
+    prepared.flags.extend(flags)
+    if nb is None:
+        return prepared
+    prepared.flags.extend(restore(nb, plan))
+    resources = {"nbgrader": {"notebook": plan.name, "assignment": assignment, "student": student,
+                              "db_url": db_url}}
+    try:
+        sanitize(nb, plan, resources)
+    except Exception as exc:  # noqa: BLE001 - a notebook nbgrader cannot sanitize is flagged, not run
+        prepared.flags.append(f"{plan.name}.ipynb could not be prepared for grading: "
+                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        return prepared
+    prepared.flags.extend(scan.scan_cells(student_cells(nb), plan.context, plan.modules))
+    prepared.nb = nb
+    return prepared
+
+
+def score_cells(nb, max_scores: dict[str, float]) -> dict[str, float]:
+    """Auto score of every graded cell (nbgrader's rule: an error or stderr output scores 0).
+
+    A graded cell absent from ``nb`` scores 0; ``None`` means it needs a human (a written answer).
+    """
+    scores: dict[str, float] = {grade_id: 0.0 for grade_id in max_scores}
+    if nb is None:
+        return scores
+    for cell in nb.cells:
+        if nbutils.is_grade(cell) and cell.metadata.nbgrader.get("grade_id") in max_scores:
+            auto, _ = nbutils.determine_grade(cell)
+            scores[cell.metadata.nbgrader["grade_id"]] = auto
+    return scores

@@ -1,0 +1,407 @@
+"""A static scan of the student's code cells (Python ``ast``, outside the kernel).
+
+A sandbox stops a submission from reading or changing files; it cannot stop an answer from
+subverting the tests inside its own kernel. The tests are written not to trust what an answer
+can replace, and this scan flags (for manual grading, with the reason) answers that try:
+
+- patching: assigning to or deleting attributes of numpy, ``attention_course``, builtins or any
+  imported module (``np.allclose = ...``), ``setattr``/``delattr`` on them, dunder attributes
+  (``f.__code__ = ...``), rebinding a name the instructor's cells import or define
+  (``assert_grads_close = lambda *a: None``) or a builtin (``all = ...``), ``importlib.reload``;
+- calling the reference implementation: importing ``attention_course.numpy_track`` or
+  ``attention_course.torch_track`` in an answer, or using a name the instructor's cells import
+  from them (unless the reference solution does the same);
+- leaving the kernel's control: ``os._exit``, ``os.kill``, ``os.fork``, ``os.system``, ``ctypes``,
+  ``subprocess``, ``socket``, ``signal``, threads, ``get_ipython``/IPython/ZeroMQ internals,
+  ``sys.modules``/frames/trace hooks, ``exec``/``eval``/``compile``/``__import__``/``globals``.
+
+Cells are read after IPython's own input transformation (so ``!cmd`` and ``%magic`` are seen as
+the ``get_ipython()`` calls they are). A cell that does not parse is skipped: it cannot run either.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from dataclasses import dataclass, field
+
+from IPython.core.inputtransformer2 import TransformerManager
+
+REFERENCE_MODULES = ("attention_course.numpy_track", "attention_course.torch_track")
+PROTECTED_ROOTS = {"numpy", "attention_course", "builtins", "torch"}
+FORBIDDEN_MODULES = {
+    "ctypes": "loads native code (can crash or rewrite the kernel)",
+    "subprocess": "starts processes",
+    "socket": "opens network connections",
+    "multiprocessing": "starts processes",
+    "signal": "changes signal handling (interrupts)",
+    "pty": "starts processes",
+    "resource": "changes resource limits",
+    "threading": "starts threads that outlive the cell",
+    "_thread": "starts threads that outlive the cell",
+    "gc": "reaches objects the tests hold",
+    "inspect": "reaches the frames of the tests",
+    "IPython": "reaches the kernel",
+    "ipykernel": "reaches the kernel",
+    "zmq": "reaches the kernel's sockets",
+    "jupyter_client": "reaches the kernel's sockets",
+    "importlib": "reloads or swaps modules",
+    "builtins": "can replace builtins",
+    "posix": "calls the operating system directly",
+    "linecache": "reads the source of other cells (hidden tests)",
+    "traceback": "reads the source of other cells (hidden tests)",
+}
+# IPython keeps every executed cell's source (hidden tests included) in these names.
+HISTORY_NAMES = {"In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii"}
+FORBIDDEN_ATTRIBUTES = {
+    "os": {"_exit", "kill", "killpg", "fork", "forkpty", "system", "popen", "abort", "setsid",
+           "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
+           "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe",
+           "posix_spawn", "posix_spawnp"},
+    "sys": {"modules", "_getframe", "settrace", "setprofile", "excepthook", "displayhook", "meta_path",
+            "path_hooks", "setrecursionlimit"},
+}
+FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "globals", "get_ipython", "reload"}
+ALLOWED_MAGICS = {"matplotlib", "time", "timeit", "precision", "pprint"}
+BUILTIN_NAMES = {name for name in dir(builtins) if not name.startswith("_")}
+
+
+@dataclass
+class ScanContext:
+    """What the instructor's cells bind, from the source notebook (solutions and hidden tests included)."""
+
+    instructor_names: dict[str, str] = field(default_factory=dict)   # name -> origin ("import numpy", ...)
+    reference_names: set[str] = field(default_factory=set)           # names imported from the reference modules
+    solution_names: set[str] = field(default_factory=set)            # bound at top level by the reference answers
+    solution_reference_imports: set[str] = field(default_factory=set)  # "module:name" the reference answers import
+
+
+def _transform(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _root(node: ast.AST) -> ast.AST:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _is_reference(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in REFERENCE_MODULES)
+
+
+def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
+    """Names a cell binds at module level, each with its origin."""
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                names[bound] = f"import {alias.name if alias.asname else alias.name.split('.')[0]}"
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"from {node.module} import {alias.name}"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = f"def {node.name}"
+    return names
+
+
+def build_context(instructor_cells: list[str], solution_cells: list[str]) -> ScanContext:
+    context = ScanContext()
+    for source in instructor_cells:
+        tree = _transform(source)
+        if tree is None:
+            continue
+        context.instructor_names.update(_top_level_bindings(tree))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and _is_reference(node.module):
+                context.reference_names.update(a.asname or a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module == "attention_course":
+                context.reference_names.update(a.asname or a.name for a in node.names
+                                               if a.name in ("numpy_track", "torch_track"))
+    for source in solution_cells:
+        tree = _transform(source)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                context.solution_names.add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                context.solution_names.add(node.name)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    context.solution_reference_imports.add(f"{node.module}:{alias.name}")
+                    context.solution_names.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    context.solution_reference_imports.add(f"{alias.name}:")
+            if isinstance(node, ast.Name) and node.id in context.reference_names:
+                context.solution_reference_imports.add(f"name:{node.id}")
+    return context
+
+
+class _CellScanner(ast.NodeVisitor):
+    def __init__(self, context: ScanContext, modules: dict[str, str], where: str) -> None:
+        self.context = context
+        self.modules = modules          # alias -> module, from every import seen so far
+        self.where = where
+        self.findings: list[str] = []
+        self.depth = 0
+
+    def flag(self, node: ast.AST, message: str) -> None:
+        line = getattr(node, "lineno", "?")
+        self.findings.append(f"{self.where}, line {line}: {message}")
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _module_of(self, node: ast.AST) -> str | None:
+        """The module a name or attribute chain starts from, when it starts from an imported module."""
+        root = _root(node)
+        if isinstance(root, ast.Name):
+            if root.id in self.modules:
+                return self.modules[root.id]
+            if root.id in ("__builtins__", "builtins"):
+                return "builtins"
+        return None
+
+    def _protected(self, node: ast.AST) -> str | None:
+        """Why changing ``node`` (an attribute target) is tampering, or None."""
+        module = self._module_of(node)
+        if module is not None:
+            return f"patches {module}"
+        root = _root(node)
+        if isinstance(root, ast.Name):
+            origin = self.context.instructor_names.get(root.id)
+            if origin is not None and root.id not in self.context.solution_names:
+                return f"patches {root.id!r} ({origin}, from the instructor's cells)"
+            if root.id in BUILTIN_NAMES:
+                return f"patches the builtin {root.id!r}"
+        return None
+
+    def _check_import(self, node: ast.AST, module: str, name: str | None) -> None:
+        full = f"{module}.{name}" if name else module
+        if _is_reference(full) or (module == "attention_course" and name in ("numpy_track", "torch_track")):
+            key = f"{module}:{name or ''}"
+            if key not in self.context.solution_reference_imports:
+                self.flag(node, f"imports the reference implementation ({full})")
+        top = module.split(".")[0]
+        if top in FORBIDDEN_MODULES:
+            self.flag(node, f"imports {top} ({FORBIDDEN_MODULES[top]})")
+        elif name is not None and top in FORBIDDEN_ATTRIBUTES and name in FORBIDDEN_ATTRIBUTES[top]:
+            self.flag(node, f"imports {top}.{name}")
+
+    def _check_binding(self, node: ast.AST, name: str, origin: str | None = None) -> None:
+        if self.depth:
+            return
+        if name in self.context.solution_names:
+            return
+        instructor = self.context.instructor_names.get(name)
+        if instructor is not None and instructor != origin:
+            self.flag(node, f"rebinds {name!r}, which the instructor's cells define ({instructor})")
+        elif instructor is None and name in BUILTIN_NAMES:
+            self.flag(node, f"rebinds the builtin {name!r}")
+
+    # -- scopes ----------------------------------------------------------------------------
+    def _scoped(self, node: ast.AST) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    def visit_FunctionDef(self, node):
+        self._check_binding(node, node.name, f"def {node.name}")
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self.depth += 1
+        for child in node.body:
+            self.visit(child)
+        self.visit(node.args)
+        self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        self._check_binding(node, node.name, f"def {node.name}")
+        self._scoped(node)
+
+    visit_Lambda = _scoped
+    visit_ListComp = _scoped
+    visit_SetComp = _scoped
+    visit_DictComp = _scoped
+    visit_GeneratorExp = _scoped
+
+    # -- statements ------------------------------------------------------------------------
+    def visit_Import(self, node):
+        for alias in node.names:
+            self._check_import(node, alias.name, None)
+            bound = alias.asname or alias.name.split(".")[0]
+            self.modules[bound] = alias.name if alias.asname else alias.name.split(".")[0]
+            self._check_binding(node, bound, f"import {self.modules[bound]}")
+
+    def visit_ImportFrom(self, node):
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            self._check_import(node, module, alias.name)
+            bound = alias.asname or alias.name
+            self._check_binding(node, bound, f"from {node.module} import {alias.name}")
+            # `from attention_course import testing` binds a module.
+            self.modules[bound] = f"{module}.{alias.name}"
+
+    def visit_Global(self, node):
+        for name in node.names:
+            if name in self.context.instructor_names and name not in self.context.solution_names:
+                self.flag(node, f"declares global {name!r}, which the instructor's cells define")
+
+    visit_Nonlocal = visit_Global
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self._check_binding(node, node.id)
+        elif node.id in self.context.reference_names and f"name:{node.id}" not in self.context.solution_reference_imports:
+            self.flag(node, f"uses {node.id!r}, the reference implementation the tests import")
+        if node.id == "__builtins__":
+            self.flag(node, "reaches __builtins__")
+        if isinstance(node.ctx, ast.Load) and (node.id in HISTORY_NAMES or re.fullmatch(r"_i\d+", node.id)):
+            self.flag(node, f"reads {node.id}, the kernel's record of executed cells (hidden tests included)")
+
+    def visit_Attribute(self, node):
+        chain = []
+        inner = node
+        while isinstance(inner, ast.Attribute):
+            chain.append(inner.attr)
+            inner = inner.value
+        dotted = _dotted(node)
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            verb = "assigns to" if isinstance(node.ctx, ast.Store) else "deletes"
+            target = dotted or f"....{node.attr}"
+            reason = self._protected(node)
+            if reason:
+                self.flag(node, f"{verb} {target}: {reason}")
+            elif node.attr.startswith("__") and node.attr.endswith("__"):
+                self.flag(node, f"{verb} the dunder attribute {target}")
+        module = self._module_of(node)
+        if module is not None and dotted is not None:
+            # Every prefix of the chain: np.a.b reads np.a too.
+            parts = dotted.split(".")[1:]
+            for length in range(1, len(parts) + 1):
+                full = ".".join([module, *parts[:length]])
+                if _is_reference(full) and f"{full}:" not in self.context.solution_reference_imports:
+                    self.flag(node, f"uses the reference implementation ({full})")
+                    break
+            top = module.split(".")[0]
+            attribute = (module.split(".")[1:] + parts)[0] if (module.split(".")[1:] + parts) else ""
+            if top in FORBIDDEN_ATTRIBUTES and attribute in FORBIDDEN_ATTRIBUTES[top]:
+                self.flag(node, f"uses {top}.{attribute}")
+        for attribute in chain:
+            if attribute in ("__dict__", "__globals__", "__subclasses__", "__code__", "__builtins__",
+                             "__closure__", "__self__", "f_back", "f_globals", "f_locals", "gi_frame", "tb_frame"):
+                self.flag(node, f"reaches {dotted or attribute}")
+                break
+        # The inner attributes of the chain were checked above; visit what the chain starts from.
+        self.visit(inner)
+
+    def visit_Subscript(self, node):
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            reason = self._protected(node.value) if isinstance(node.value, (ast.Attribute, ast.Name)) else None
+            if reason and not isinstance(node.value, ast.Name):
+                self.flag(node, f"changes an item of {_dotted(node.value)}: {reason}")
+        self.generic_visit(node)
+
+    def _allowed_magic(self, node: ast.Call) -> bool:
+        """``%matplotlib inline``, ``%time``, ``%%timeit`` ...: harmless magics (a cell magic's body is scanned)."""
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("run_line_magic", "run_cell_magic")
+                and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
+                and func.value.func.id == "get_ipython" and node.args
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value in ALLOWED_MAGICS):
+            return False
+        for argument in node.args[1:]:
+            if isinstance(argument, ast.Constant) and isinstance(argument.value, str) and argument.value.strip():
+                tree = _transform(argument.value)
+                if tree is None:
+                    continue
+                inner = _CellScanner(self.context, self.modules, f"{self.where} (in %{node.args[0].value})")
+                inner.visit(tree)
+                self.findings.extend(inner.findings)
+            elif not isinstance(argument, ast.Constant):
+                self.visit(argument)
+        return True
+
+    def visit_Call(self, node):
+        if self._allowed_magic(node):
+            return
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name in FORBIDDEN_CALLS and (isinstance(func, ast.Name) or name == "reload"):
+            self.flag(node, f"calls {name}()")
+        if name in ("setattr", "delattr") and isinstance(func, ast.Name) and node.args:
+            target = node.args[0]
+            reason = self._protected(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+            if reason or not isinstance(target, (ast.Name, ast.Attribute)):
+                self.flag(node, f"calls {name}() on {_dotted(target) or 'a computed object'}"
+                                f"{': ' + reason if reason else ''}")
+        if name == "vars" and isinstance(func, ast.Name) and node.args and self._protected(node.args[0]):
+            self.flag(node, f"calls vars() on {_dotted(node.args[0])}")
+        if name == "import_module" and node.args:
+            argument = node.args[0]
+            if not isinstance(argument, ast.Constant) or not isinstance(argument.value, str):
+                self.flag(node, "imports a computed module name")
+            else:
+                self._check_import(node, argument.value, None)
+        if name == "getattr" and isinstance(func, ast.Name) and len(node.args) >= 2:
+            attribute = node.args[1]
+            module = self._module_of(node.args[0])
+            if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str):
+                top = (module or "").split(".")[0]
+                if top in FORBIDDEN_ATTRIBUTES and attribute.value in FORBIDDEN_ATTRIBUTES[top]:
+                    self.flag(node, f"uses {top}.{attribute.value}")
+            elif module is not None:
+                self.flag(node, f"calls getattr() on {module} with a computed name")
+        self.generic_visit(node)
+
+
+def scan_cells(cells: list[tuple[str, str]], context: ScanContext,
+               instructor_modules: dict[str, str] | None = None) -> list[str]:
+    """Findings for the student's cells, given as ``(where, source)`` in notebook order."""
+    modules = dict(instructor_modules or {})
+    findings: list[str] = []
+    for where, source in cells:
+        tree = _transform(source)
+        if tree is None:
+            continue
+        scanner = _CellScanner(context, modules, where)
+        scanner.visit(tree)
+        findings.extend(scanner.findings)
+    return findings
+
+
+def instructor_modules(instructor_cells: list[str]) -> dict[str, str]:
+    """Module aliases the instructor's cells import (``np`` -> ``numpy``)."""
+    modules: dict[str, str] = {}
+    for source in instructor_cells:
+        tree = _transform(source)
+        if tree is None:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    modules[bound] = alias.name if alias.asname else alias.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return modules

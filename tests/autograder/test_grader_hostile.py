@@ -1,0 +1,455 @@
+"""Hostile and broken submissions: each ends in a defined outcome while the rest of the batch is graded.
+
+One batch, graded once for the module (``graded``):
+
+1. ``bystander`` (a correct answer) and ``empty`` (the released notebook, unanswered) are graded
+   alone first; their grades and files are recorded.
+2. Every hostile submission and a correct ``control`` are graded together, in parallel, in the
+   sandbox, with short time limits: ``--cell-timeout 3 --notebook-timeout 25``, 1 GiB of address
+   space and 64 processes per sandbox.
+3. The tests check each outcome (score, flag and reason), that the hostile ones could not read or
+   change anything outside their own folder, and that nothing else changed: the bystanders'
+   grades and files, the source notebooks, the gradebook's integrity.
+
+The fixture's own tests are deliberately naive (they trust ``np.allclose``): patching fools them,
+and the outcome is the flag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import sqlite3
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import leakscan, sandbox
+from autograder.course import package_folder
+
+from grader_helpers import FIXTURES, FixtureCourse, needs_bwrap
+
+pytestmark = needs_bwrap
+
+ASSIGNMENT = "fx_softmax"
+FULL, BACKWARD_POINTS = 5.0, 2.0
+WRONG_SOFTMAX = 'def softmax(x):\n    """Wrong on purpose."""\n    return x'
+WRONG_BACKWARD = 'def softmax_backward(probabilities, dout):\n    """Wrong on purpose."""\n    return dout'
+
+SNOOP = '''
+import json, os
+found = {}
+for name, path in TARGETS.items():
+    try:
+        if os.path.isdir(path):
+            found[name] = "LISTED " + ",".join(sorted(os.listdir(path)))
+        else:
+            with open(path, "rb") as handle:
+                found[name] = "READ " + handle.read(300).decode("latin-1")
+    except Exception as exc:
+        found[name] = "DENIED " + type(exc).__name__
+found["root listing"] = ",".join(sorted(os.listdir("/")))
+found["uid"] = os.getuid()
+print("SNOOP" + json.dumps(found))
+'''
+
+TAMPER = '''
+import json, os, sqlite3
+results = {}
+for name, path in TARGETS.items():
+    try:
+        with open(path, "ab") as handle:
+            handle.write(b"tampered")
+        results[name] = "WROTE"
+    except Exception as exc:
+        results[name] = "DENIED " + type(exc).__name__
+try:
+    connection = sqlite3.connect(TARGETS["gradebook"])
+    connection.execute("update grade set auto_score = 100")
+    connection.commit()
+    results["sql update"] = "WROTE"
+except Exception as exc:
+    results["sql update"] = "DENIED " + type(exc).__name__
+print("TAMPER" + json.dumps(results))
+'''
+
+
+# Twelve children of 256 MiB each: 3 GiB, more than the worker's cgroup cap (2 GiB with --memory-mb 1024).
+FORKMEM = '''
+
+import os, signal, time
+children = []
+for _ in range(12):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            hoard = b"\\x01" * (256 * 1024 * 1024)
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    children.append(pid)
+killed, deadline = 0, time.time() + 2.0
+while children and time.time() < deadline:
+    for pid in list(children):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            children.remove(pid)
+            killed += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    time.sleep(0.05)
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print("OOM-KILLED", killed)
+'''
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _grade_rows(db: Path, students: list[str]) -> list[tuple]:
+    with sqlite3.connect(db) as connection:
+        marks = ",".join("?" * len(students))
+        return connection.execute(
+            "select student.id, base_cell.name, grade.auto_score, grade.manual_score, grade.needs_manual_grade "
+            "from grade join submitted_notebook on grade.notebook_id = submitted_notebook.id "
+            "join submitted_assignment on submitted_notebook.assignment_id = submitted_assignment.id "
+            "join student on submitted_assignment.student_id = student.id "
+            "join base_cell on grade.cell_id = base_cell.id "
+            f"where student.id in ({marks}) order by student.id, base_cell.name", students).fetchall()
+
+
+class _Listener:
+    """A TCP server on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(8)
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.accepted = 0
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while self.running:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            connection.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.server.close()
+
+
+def _submissions(course: FixtureCourse, folder: Path, listener_port: int) -> dict[str, object]:
+    """Student id -> notebook (or raw text) of every submission in the batch."""
+    solved = course.solved
+    answers = {c.metadata.nbgrader.grade_id: c.source for c in course.source_notebook(ASSIGNMENT).cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    softmax, backward = answers["softmax"], answers["softmax_backward"]
+    root = course.root
+    snoop_targets = {
+        "gradebook": str(root / "gradebook.db"),
+        "gradebook backup": str(root / "gradebook.db.bak"),
+        "other submission": str(root / "submitted" / "bystander" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
+        "other autograded": str(root / "autograded" / "bystander" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
+        "hidden tests (source)": str(FIXTURES / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
+        "course folder": str(root),
+        "submissions folder": str(root / "submitted"),
+        "reports": str(root / "reports"),
+        "autograder code": str(Path(__file__).resolve().parents[2] / "autograder"),
+        "solutions folder": str(Path(__file__).resolve().parents[2] / "solutions"),
+        "tests folder": str(Path(__file__).resolve().parents[2] / "tests"),
+        "shadow": "/etc/shadow",
+    }
+    tamper_targets = {
+        "gradebook": str(root / "gradebook.db"),
+        "other submission": str(root / "submitted" / "bystander" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
+        "source notebook": str(FIXTURES / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
+        "package": str(package_folder() / "__init__.py"),
+        "new file in course": str(root / "planted.txt"),
+    }
+    edited = solved(ASSIGNMENT, softmax=WRONG_SOFTMAX)
+    for cell in edited.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_softmax_values":
+            cell.source = "pass  # nothing to test here"
+    deleted = solved(ASSIGNMENT)
+    deleted.cells = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_softmax_backward"]
+    stripped = json.loads(nbformat.writes(solved(ASSIGNMENT)))
+    for cell in stripped["cells"]:
+        del cell["metadata"]
+    return {
+        "bystander": solved(ASSIGNMENT),
+        "empty": course.released(ASSIGNMENT),
+        "control": solved(ASSIGNMENT),
+        "loop": solved(ASSIGNMENT, softmax=softmax + "\n\nwhile True:\n    pass"),
+        "nointerrupt": solved(ASSIGNMENT, softmax=softmax + "\n\nimport signal\n"
+                              "signal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
+        "exits": solved(ASSIGNMENT, softmax_backward=backward + "\n\nimport os\nos._exit(0)"),
+        "killed": solved(ASSIGNMENT, softmax_backward=backward + "\n\nimport os\nos.kill(os.getpid(), 9)"),
+        "segfault": solved(ASSIGNMENT, softmax_backward=backward + "\n\nimport ctypes\nctypes.string_at(0)"),
+        "badjson": '{"cells": [ {"cell_type": "code", "source": "oops"',
+        "edited": edited,
+        "deleted": deleted,
+        "stripped": json.dumps(stripped),
+        "patcher": solved(ASSIGNMENT, softmax=WRONG_SOFTMAX + "\n\nnp.allclose = lambda *args, **kwargs: True",
+                          softmax_backward=WRONG_BACKWARD + "\n\nassert_grads_close = lambda *args, **kwargs: None"),
+        "snoop": solved(ASSIGNMENT, softmax=softmax + f"\n\nTARGETS = {snoop_targets!r}\n" + SNOOP),
+        "tamper": solved(ASSIGNMENT, softmax=softmax + f"\n\nTARGETS = {tamper_targets!r}\n" + TAMPER),
+        "forkbomb": solved(ASSIGNMENT, softmax=softmax + "\n\nimport os\nwhile True:\n    try:\n"
+                           "        os.fork()\n    except OSError:\n        pass"),
+        "membomb": solved(ASSIGNMENT, softmax=softmax + "\n\nhoard = []\nwhile True:\n"
+                          "    hoard.append(bytearray(64 * 1024 * 1024))"),
+        "network": solved(ASSIGNMENT, softmax=softmax + "\n\nimport socket\ntry:\n"
+                          f"    socket.create_connection(('127.0.0.1', {listener_port}), timeout=3)\n"
+                          "    print('NETWORK connected')\nexcept OSError as exc:\n"
+                          "    print('NETWORK failed', type(exc).__name__)"),
+        "leaky": solved(ASSIGNMENT, softmax_backward=backward + "\n\nprint(In)"),
+        "forkmem": solved(ASSIGNMENT, softmax_backward=backward + FORKMEM),
+        "diskfill": solved(ASSIGNMENT, softmax=softmax + "\n\ntry:\n    for number in range(40):\n"
+                           "        with open(f'big{number}', 'wb') as handle:\n"
+                           "            handle.write(bytes(16 * 1024 * 1024))\n"
+                           "except OSError as exc:\n    print('DISK', exc.strerror)"),
+        "flood": solved(ASSIGNMENT, softmax=softmax + "\n\nfor _ in range(40):\n    print('x' * 1_000_000)"),
+    }
+
+
+HOSTILE_OPTIONS = ["--workers", "2", "--cell-timeout", "3", "--notebook-timeout", "25",
+                   "--memory-mb", "1024", "--max-processes", "64"]
+
+
+@pytest.fixture(scope="module")
+def graded(released_template, tmp_path_factory):
+    import shutil
+
+    root = tmp_path_factory.mktemp("hostile") / "grading"
+    shutil.copytree(released_template, root)
+    course = FixtureCourse(root)
+    listener = _Listener()
+    folder = tmp_path_factory.mktemp("hostile-submissions")
+    submissions = _submissions(course, folder, listener.port)
+    for student, nb in submissions.items():
+        path = folder / f"{student}.ipynb"
+        path.write_text(nb if isinstance(nb, str) else nbformat.writes(nb))
+    sources_before = {p: _sha(p) for p in FIXTURES.rglob("*.ipynb")}
+
+    done = course.cli("import", ASSIGNMENT, "--from", str(folder))
+    assert done.returncode == 0, done.stderr
+    first = course.cli("autograde", ASSIGNMENT, "--student", "bystander", "--student", "empty", *HOSTILE_OPTIONS)
+    assert first.returncode == 0, first.stderr
+    bystanders = ["bystander", "empty"]
+    rows_before = _grade_rows(root / "gradebook.db", bystanders)
+    files_before = {p: _sha(p) for s in bystanders for p in (root / "autograded" / s).rglob("*") if p.is_file()}
+    report_before = json.loads((root / "reports" / f"{ASSIGNMENT}.json").read_text())["students"]
+
+    hostile = [s for s in submissions if s not in bystanders]
+    batch = course.cli("autograde", ASSIGNMENT, *[a for s in hostile for a in ("--student", s)], *HOSTILE_OPTIONS)
+    listener.close()
+    report = json.loads((root / "reports" / f"{ASSIGNMENT}.json").read_text())["students"]
+    yield {
+        "course": course, "root": root, "batch": batch, "report": report, "hostile": hostile,
+        "rows_before": rows_before, "files_before": files_before, "report_before": report_before,
+        "bystanders": bystanders, "sources_before": sources_before, "listener": listener,
+    }
+
+
+def _outputs(graded, student: str, grade_id: str) -> str:
+    nb = nbformat.read(graded["root"] / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return "\n".join(o.get("text", "") + o.get("ename", "") + " " + o.get("evalue", "") for o in cell.outputs)
+
+
+def _flags(graded, student: str) -> str:
+    return " | ".join(graded["report"][student]["flags"])
+
+
+def test_the_batch_completes_and_every_submission_has_a_result(graded):
+    assert graded["batch"].returncode == 0, graded["batch"].stderr
+    for student in graded["hostile"]:
+        assert graded["report"][student]["status"] in ("graded", "flagged"), student
+        assert graded["report"][student]["max_score"] == FULL
+
+
+@pytest.mark.parametrize("student, score, flagged, reason", [
+    ("control", FULL, False, None),
+    ("loop", FULL, True, "ran past its 3 s time limit and was interrupted"),
+    ("nointerrupt", 0.0, True, "ignored the interrupt"),
+    ("exits", FULL - BACKWARD_POINTS, True, "the kernel died"),
+    ("killed", FULL - BACKWARD_POINTS, True, "the kernel died"),
+    ("segfault", FULL - BACKWARD_POINTS, True, "the kernel died"),
+    ("badjson", 0.0, True, "is not valid JSON"),
+    ("edited", 1.0, True, "read-only cell 'test_softmax_values' was edited: restored from the source"),
+    ("deleted", FULL, True, "test cell 'test_softmax_backward' was missing from the submission: restored"),
+    ("stripped", FULL, True, "recovered by matching the released notebook"),
+    ("patcher", FULL, True, "assigns to np.allclose"),
+    ("snoop", FULL, False, None),
+    ("tamper", FULL, False, None),
+    ("membomb", FULL, False, None),
+    ("network", FULL, True, "imports socket"),
+    ("leaky", FULL, True, "reads In"),
+    ("flood", FULL, False, None),
+    ("diskfill", FULL, False, None),
+])
+def test_outcome(graded, student, score, flagged, reason):
+    entry = graded["report"][student]
+    assert entry["score"] == score, (student, entry)
+    assert (entry["status"] == "flagged") == flagged, (student, entry["flags"])
+    if reason:
+        assert reason in _flags(graded, student)
+
+
+def test_a_fork_bomb_is_bounded_and_flagged(graded):
+    entry = graded["report"]["forkbomb"]
+    assert entry["status"] == "flagged"
+    assert "time limit" in _flags(graded, "forkbomb") or "the kernel died" in _flags(graded, "forkbomb")
+    # Nothing of any sandbox of the batch survives its job.
+    uids = {notebook["execution"].get("uid") for entry in graded["report"].values()
+            for notebook in entry["notebooks"].values()} - {None}
+    assert uids
+    leftovers = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            uid = int(next(line for line in status.read_text().splitlines() if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+        if uid in uids:
+            leftovers.append(status.parent.name)
+    assert leftovers == []
+
+
+def test_patching_is_flagged_with_every_reason(graded):
+    flags = _flags(graded, "patcher")
+    assert "assigns to np.allclose: patches numpy" in flags
+    assert "rebinds 'assert_grads_close'" in flags
+    assert all(flag for flag in graded["report"]["patcher"]["flags"])
+
+
+def test_kernel_deaths_fail_the_cells_that_did_not_run(graded):
+    for student in ("exits", "killed", "segfault"):
+        assert "GraderStopped" in _outputs(graded, student, "test_softmax_backward")
+    assert "GraderStopped" in _outputs(graded, "nointerrupt", "test_softmax_shape")
+
+
+def test_a_memory_bomb_raises_memory_error(graded):
+    assert "MemoryError" in _outputs(graded, "membomb", "softmax")
+
+
+def test_a_forked_memory_bomb_is_bounded_by_the_cgroup(graded):
+    entry = graded["report"]["forkmem"]
+    assert entry["status"] == "flagged" and "uses os.fork" in _flags(graded, "forkmem")
+    assert entry["score"] >= FULL - BACKWARD_POINTS
+    if sandbox.memory_cgroup() is None:
+        pytest.skip("no writable memory cgroup here: only the per-process limits bound this")
+    text = _outputs(graded, "forkmem", "softmax_backward")
+    assert "OOM-KILLED" in text and int(text.split("OOM-KILLED")[1].split()[0]) >= 1, text
+
+
+def test_snooping_reads_nothing_outside_the_sandbox(graded):
+    text = _outputs(graded, "snoop", "softmax")
+    found = json.loads(text[text.index("SNOOP") + len("SNOOP"):].splitlines()[0])
+    for name, value in found.items():
+        if name in ("root listing", "uid"):
+            continue
+        assert value.startswith("DENIED"), (name, value)
+    assert found["uid"] != 0
+    assert "SQLite format 3" not in text
+    secrets = leakscan.course_secrets(FIXTURES, package_folder(), [ASSIGNMENT])
+    assert not [s for s in secrets if s.kind == "hidden test" and s.line in leakscan.normalize(text)]
+    assert "bystander" not in text
+
+
+def test_tampering_writes_nothing(graded):
+    text = _outputs(graded, "tamper", "softmax")
+    results = json.loads(text[text.index("TAMPER") + len("TAMPER"):].splitlines()[0])
+    assert all(value.startswith("DENIED") for value in results.values()), results
+    assert not (graded["root"] / "planted.txt").exists()
+    with sqlite3.connect(graded["root"] / "gradebook.db") as connection:
+        assert connection.execute("pragma integrity_check").fetchone()[0] == "ok"
+        assert connection.execute("select count(*) from grade where auto_score > 100").fetchone()[0] == 0
+
+
+def test_no_connection_leaves_the_sandbox(graded):
+    assert graded["listener"].accepted == 0
+    assert "NETWORK failed" in _outputs(graded, "network", "softmax")
+
+
+def test_the_working_folder_is_bounded(graded):
+    assert "DISK No space left on device" in _outputs(graded, "diskfill", "softmax")
+
+
+def test_output_is_capped(graded):
+    path = graded["root"] / "autograded" / "flood" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    assert path.stat().st_size < 5 * 1024 * 1024
+    assert "output truncated by the grader" in path.read_text()
+
+
+def test_nothing_else_changed(graded):
+    root = graded["root"]
+    assert _grade_rows(root / "gradebook.db", graded["bystanders"]) == graded["rows_before"]
+    assert {p: _sha(p) for p in graded["files_before"]} == graded["files_before"]
+    for student in graded["bystanders"]:
+        assert graded["report"][student] == graded["report_before"][student]
+    assert {p: _sha(p) for p in FIXTURES.rglob("*.ipynb")} == graded["sources_before"]
+    submitted = root / "submitted" / "bystander" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    assert b"tampered" not in submitted.read_bytes()
+    assert graded["report_before"]["bystander"]["score"] == FULL
+    assert graded["report_before"]["empty"]["score"] == 0.0
+    assert graded["report_before"]["empty"]["status"] == "graded"
+
+
+def test_regrading_is_idempotent(graded):
+    course = graded["course"]
+    students = ["control", "deleted", "badjson"]
+    before = _grade_rows(graded["root"] / "gradebook.db", students)
+    again = course.cli("autograde", ASSIGNMENT, *[a for s in students for a in ("--student", s)], *HOSTILE_OPTIONS)
+    assert again.returncode == 0, again.stderr
+    assert _grade_rows(graded["root"] / "gradebook.db", students) == before
+    report = json.loads((graded["root"] / "reports" / f"{ASSIGNMENT}.json").read_text())["students"]
+    for student in students:
+        assert report[student]["score"] == graded["report"][student]["score"]
+        assert report[student]["flags"] == graded["report"][student]["flags"]
+
+
+def test_feedback_never_shows_hidden_tests(graded):
+    course = graded["course"]
+    done = course.cli("feedback", ASSIGNMENT)
+    # The page of the student who printed the kernel's history (hidden tests included) is withheld.
+    assert done.returncode == 1, done.stderr
+    assert "leaky: feedback WITHHELD" in done.stdout
+    assert not (graded["root"] / "feedback" / "leaky" / ASSIGNMENT).exists()
+    pages = list((graded["root"] / "feedback").rglob("*.html"))
+    assert len(pages) >= 10
+    secrets = leakscan.course_secrets(FIXTURES, package_folder(), [ASSIGNMENT])
+    assert leakscan.scan([graded["root"] / "feedback"], secrets, kinds=("hidden test",)) == []
+    # An unanswered notebook's feedback shows no solution either.
+    assert leakscan.scan([graded["root"] / "feedback" / "empty"], secrets) == []
+    # ... while the autograded notebooks (instructor only) do hold the hidden tests: the scan works.
+    assert leakscan.scan([graded["root"] / "autograded" / "control"], secrets, kinds=("hidden test",))
+    page = (graded["root"] / "feedback" / "control" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "hidden tests: not shown" in page and "passed" in page
+
+
+def test_export_writes_the_grade_table_and_histogram(graded, tmp_path):
+    course = graded["course"]
+    done = course.cli("export", "--csv", str(tmp_path / "grades.csv"), "--histogram", str(tmp_path / "scores.png"))
+    assert done.returncode == 0, done.stderr
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open()))
+    softmax = {row["student"]: row for row in rows if row["assignment"] == ASSIGNMENT}
+    assert softmax["control"]["score"] == "5.0" and softmax["control"]["status"] == "graded"
+    assert softmax["badjson"]["status"] == "flagged" and "not valid JSON" in softmax["badjson"]["flags"]
+    assert softmax["nointerrupt"]["needs_manual_grade"] == "True"
+    scale = {row["student"]: row for row in rows if row["assignment"] == "fx_scale"}
+    assert scale["control"]["status"] == "missing" and scale["control"]["score"] == "0.0"
+    assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,101 @@
+"""Reading and repairing a submission before it runs: each repair is a flag, nothing is lost silently."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import nbformat
+import pytest
+from nbgrader.preprocessors import OverwriteCells
+
+from autograder.prepare import load_submission, plan_notebook, prepare, restore, score_cells
+
+from grader_helpers import FIXTURES
+
+ASSIGNMENT = "fx_softmax"
+
+
+@pytest.fixture
+def plan(fixture_course):
+    released = fixture_course.root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    scores = {"test_softmax_shape": 1.0, "test_softmax_values": 2.0, "test_softmax_backward": 2.0}
+    return plan_notebook(ASSIGNMENT, released, FIXTURES / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", scores)
+
+
+def _ids(nb) -> list:
+    return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"{not json", "is not valid JSON"),
+    (b"\xff\xfe\x00garbage", "is not UTF-8 text"),
+    (b'{"cells": "no list"}', "is not a notebook"),
+    (b"[1, 2, 3]", "is not a notebook"),
+])
+def test_unreadable_files_give_a_reason(tmp_path, content, reason):
+    path = tmp_path / "sub.ipynb"
+    path.write_bytes(content)
+    nb, flags = load_submission(path)
+    assert nb is None and reason in flags[0]
+
+
+def test_missing_keys_are_repaired_and_counted(tmp_path, fixture_course):
+    data = json.loads(nbformat.writes(fixture_course.solved(ASSIGNMENT)))
+    for cell in data["cells"]:
+        del cell["metadata"]
+        cell.pop("outputs", None)
+        cell.pop("id", None)
+    path = tmp_path / "sub.ipynb"
+    path.write_text(json.dumps(data))
+    nb, flags = load_submission(path)
+    assert nb is not None and len(nb.cells) == len(data["cells"])
+    assert f"{len(data['cells'])} cell(s) of sub.ipynb had no metadata at all" in flags
+
+
+def test_a_test_cell_deleted_after_a_read_only_cell_is_restored_in_place(fixture_course, plan):
+    nb = fixture_course.solved(ASSIGNMENT)
+    nb.cells = [c for c in nb.cells if c.metadata.nbgrader.get("grade_id") != "test_softmax_backward"]
+    # nbgrader's own add_missing_cells fails on this notebook (its predecessor is a read-only non-test cell).
+    with pytest.raises(KeyError):
+        OverwriteCells(add_missing_cells=True).preprocess(copy.deepcopy(nb), {"nbgrader": {
+            "notebook": ASSIGNMENT, "assignment": ASSIGNMENT, "student": "x",
+            "db_url": f"sqlite:///{fixture_course.root / 'gradebook.db'}"}})
+    flags = restore(nb, plan)
+    assert _ids(nb) == _ids(plan.released)
+    assert flags == ["test cell 'test_softmax_backward' was missing from the submission: restored from the source"]
+
+
+def test_stripped_metadata_is_recovered_by_content(fixture_course, plan):
+    nb = fixture_course.solved(ASSIGNMENT)
+    for cell in nb.cells:
+        cell.metadata = {}
+    flags = restore(nb, plan)
+    assert _ids(nb) == _ids(plan.released)
+    assert any("recovered by matching the released notebook" in flag for flag in flags)
+
+
+def test_changed_points_and_repeated_ids_are_reset(fixture_course, plan):
+    nb = fixture_course.solved(ASSIGNMENT)
+    shape_test = next(c for c in nb.cells if c.metadata.nbgrader.get("grade_id") == "test_softmax_shape")
+    shape_test.metadata.nbgrader["points"] = 100
+    impostor = copy.deepcopy(shape_test)
+    impostor.source = "pass"
+    nb.cells.append(impostor)
+    flags = restore(nb, plan)
+    assert shape_test.metadata.nbgrader["points"] == 1
+    assert "nbgrader" not in nb.cells[-1].metadata
+    assert any("changed (points)" in flag for flag in flags)
+    assert any("repeated grade id 'test_softmax_shape'" in flag for flag in flags)
+
+
+def test_prepare_restores_hidden_tests_and_scores_a_missing_notebook_zero(fixture_course, plan, tmp_path):
+    path = tmp_path / f"{ASSIGNMENT}.ipynb"
+    nbformat.write(fixture_course.solved(ASSIGNMENT), path)
+    db_url = f"sqlite:///{fixture_course.root / 'gradebook.db'}"
+    prepared = prepare(path, plan, "alice", ASSIGNMENT, db_url)
+    assert prepared.flags == [] and prepared.nb is not None
+    assert "BEGIN HIDDEN TESTS" in "".join(c.source for c in prepared.nb.cells)
+    missing = prepare(tmp_path / "absent.ipynb", plan, "alice", ASSIGNMENT, db_url)
+    assert missing.nb is None and "was not submitted" in missing.notes[0]
+    assert score_cells(None, plan.max_scores) == {k: 0.0 for k in plan.max_scores}

@@ -1,0 +1,155 @@
+"""The sandbox's command line, its preflight, and the refusal to grade without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import sandbox
+from autograder.course import REPO_ROOT, package_folder
+from autograder.errors import GradingError
+
+from grader_helpers import needs_bwrap
+
+ASSIGNMENT = "fx_softmax"
+
+
+UIDS = (61990, 61991)   # written into the command line only; nothing runs as them here
+
+
+def _argv(tmp_path: Path, bwrap: str = "/usr/bin/bwrap") -> list[str]:
+    config = sandbox.make_config(bwrap, sandbox.Limits(), tmp_path, workers=2, uids=UIDS)
+    return sandbox.kernel_argv(config, workdir=str(tmp_path / "w"), runtime_dir=str(tmp_path / "k"), uid=config.uid(1))
+
+
+@pytest.fixture
+def lease():
+    """A uid for a probe (root mode); a normal user's kernels run as that user."""
+    if os.geteuid() != 0:
+        yield ()
+        return
+    held = sandbox.UidLease(1)
+    yield held.uids
+    held.release()
+
+
+def _pairs(argv: list[str], option: str) -> list[str]:
+    return [argv[i + 1] for i, arg in enumerate(argv) if arg == option]
+
+
+def test_the_kernel_sees_only_what_it_needs(tmp_path):
+    argv = _argv(tmp_path)
+    end = argv.index("--")
+    bwrap = argv[:end]
+    for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--clearenv", "--die-with-parent", "--new-session"):
+        assert flag in bwrap
+    read_only = _pairs(bwrap, "--ro-bind")
+    writable = _pairs(bwrap, "--bind")
+    assert writable == [str((tmp_path / "k").resolve())]
+    # The working folder is a size-limited tmpfs of the sandbox's own.
+    assert bwrap[bwrap.index(str((tmp_path / "w").resolve())) - 1] == "--tmpfs"
+    assert str(package_folder().resolve()) in read_only or str(package_folder()) in read_only
+    for forbidden in (REPO_ROOT, REPO_ROOT / "solutions", REPO_ROOT / "autograder", REPO_ROOT / "grading", Path("/etc")):
+        assert str(forbidden) not in read_only + writable
+    # The /tmp tmpfs comes before every bind under it; its size is limited.
+    assert bwrap.index("--tmpfs") < bwrap.index("--bind")
+    assert _pairs(bwrap, "--size") == [str(256 * 1024 * 1024)] * 2
+    environment = dict(zip(_pairs(bwrap, "--setenv"), [bwrap[i + 2] for i, a in enumerate(bwrap) if a == "--setenv"]))
+    assert "JPY_PARENT_PID" not in environment and environment["HOME"] == "/tmp"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop is the root mode")
+def test_root_drops_to_an_unprivileged_uid_with_limits(tmp_path):
+    argv = _argv(tmp_path)
+    inside = argv[argv.index("--") + 1:]
+    assert inside[0].endswith("setpriv")
+    assert f"--reuid={UIDS[1]}" in inside and "--no-new-privs" in inside and "--bounding-set=-all" in inside
+    limits = inside[inside.index("--") + 1:]
+    assert limits[0].endswith("prlimit")
+    assert "--nproc=256" in limits and f"--as={4096 * 1024 * 1024}" in limits and "--core=0" in limits
+    assert limits[-5:] == [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uids are leased in the root mode")
+def test_concurrent_runs_never_share_a_uid():
+    first, second = sandbox.UidLease(2), sandbox.UidLease(2)
+    try:
+        assert not set(first.uids) & set(second.uids)
+    finally:
+        first.release()
+        second.release()
+    again = sandbox.UidLease(2)
+    assert again.uids  # released uids are free again
+    again.release()
+
+
+@needs_bwrap
+def test_preflight_refuses_a_sandbox_that_shows_too_much(tmp_path, lease):
+    config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), tmp_path, workers=1, uids=lease)
+    assert "bubblewrap sandbox" in sandbox.preflight(config, [REPO_ROOT / "solutions", REPO_ROOT / "autograder"])
+    with pytest.raises(GradingError, match="sandbox exposes"):
+        sandbox.preflight(config, [package_folder()])
+
+
+def test_preflight_refuses_a_broken_bwrap(tmp_path, lease):
+    config = sandbox.make_config("/bin/false", sandbox.Limits(), tmp_path, workers=1, uids=lease)
+    with pytest.raises(GradingError, match="sandbox does not work"):
+        sandbox.preflight(config, [])
+
+
+def test_find_bwrap_honours_the_override(monkeypatch, tmp_path):
+    monkeypatch.setenv("AUTOGRADER_BWRAP", str(tmp_path / "missing" / "bwrap"))
+    assert sandbox.find_bwrap() is None
+    assert sandbox.find_bwrap(str(tmp_path / "nope")) is None
+
+
+def _submit(course, student: str, nb) -> None:
+    folder = course.root / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / f"{ASSIGNMENT}.ipynb")
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_grading_refuses_to_run_without_bwrap(fixture_course, tmp_path, how):
+    _submit(fixture_course, "alice", fixture_course.solved(ASSIGNMENT))
+    missing = str(tmp_path / "no" / "bwrap")
+    if how == "option":
+        done = fixture_course.cli("autograde", ASSIGNMENT, "--bwrap", missing)
+    else:
+        done = fixture_course.cli("autograde", ASSIGNMENT, env={"AUTOGRADER_BWRAP": missing})
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "bubblewrap (bwrap) not found" in done.stderr and "--unsafe-no-sandbox" in done.stderr
+    assert not (fixture_course.root / "autograded").exists()
+    assert not (fixture_course.root / "reports").exists()
+
+
+@needs_bwrap
+def test_data_files_are_read_only_in_the_working_folder(fixture_course):
+    nb = fixture_course.solved("fx_scale", scale=fixture_course.solved("fx_scale").cells[1].source
+                               + "\n\ntry:\n    open('scale_factor.txt', 'w')\nexcept OSError as exc:\n"
+                               "    print('READ-ONLY', type(exc).__name__)")
+    folder = fixture_course.root / "submitted" / "alice" / "fx_scale"
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / "fx_scale.ipynb")
+    done = fixture_course.cli("autograde", "fx_scale", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    assert "alice: 1/1" in done.stdout
+    graded = (fixture_course.root / "autograded" / "alice" / "fx_scale" / "fx_scale.ipynb").read_text()
+    assert "READ-ONLY" in graded
+    assert (fixture_course.root / "release" / "fx_scale" / "scale_factor.txt").read_text() == "2.0\n"
+
+
+def test_the_unsafe_flag_grades_without_a_sandbox(fixture_course, tmp_path):
+    _submit(fixture_course, "alice", fixture_course.solved(ASSIGNMENT))
+    done = fixture_course.cli("autograde", ASSIGNMENT, "--bwrap", str(tmp_path / "no" / "bwrap"),
+                              "--unsafe-no-sandbox", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    assert "UNSANDBOXED" in done.stdout
+    report = json.loads((fixture_course.root / "reports" / f"{ASSIGNMENT}.json").read_text())
+    assert report["students"]["alice"]["score"] == 5.0
