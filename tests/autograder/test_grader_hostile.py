@@ -78,31 +78,44 @@ print("TAMPER" + json.dumps(results))
 
 
 # Twelve children of 256 MiB each: 3 GiB, more than the worker's cgroup cap (2 GiB with --memory-mb 1024).
+# Each child reports through a pipe once it holds its memory; the parent counts the children the
+# out-of-memory killer took, and how many got their memory at all before the deadline (on a very
+# loaded machine they may not all get there within the cell's time limit: then nothing is proved).
 FORKMEM = '''
 
 import os, signal, time
+read_end, write_end = os.pipe()
 children = []
 for _ in range(12):
     pid = os.fork()
     if pid == 0:
         try:
-            hoard = b"\\x01" * (256 * 1024 * 1024)
+            os.close(read_end)
+            hoard = bytearray(256 * 1024 * 1024)
+            hoard[::4096] = b"\\x01" * len(hoard[::4096])  # touch every page
+            os.write(write_end, b"r")
             time.sleep(30)
         finally:
             os._exit(0)
     children.append(pid)
-killed, deadline = 0, time.time() + 2.0
-while children and time.time() < deadline:
+os.close(write_end)
+os.set_blocking(read_end, False)
+ready, killed, deadline = 0, 0, time.time() + 1.5
+while children and ready + killed < 12 and time.time() < deadline:
+    try:
+        ready += len(os.read(read_end, 64))
+    except BlockingIOError:
+        pass
     for pid in list(children):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             children.remove(pid)
             killed += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-    time.sleep(0.05)
+    time.sleep(0.02)
 for pid in children:
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-print("OOM-KILLED", killed)
+print("OOM-KILLED", killed, "READY", ready)
 '''
 
 
@@ -351,7 +364,15 @@ def test_a_forked_memory_bomb_is_bounded_by_the_cgroup(graded):
     if sandbox.memory_cgroup() is None:
         pytest.skip("no writable memory cgroup here: only the per-process limits bound this")
     text = _outputs(graded, "forkmem", "softmax_backward")
-    assert "OOM-KILLED" in text and int(text.split("OOM-KILLED")[1].split()[0]) >= 1, text
+    if "OOM-KILLED" not in text and "CellTimeoutError" in text:
+        pytest.skip("inconclusive: on this loaded machine the bomb's cell ran out of time before it reported")
+    assert "OOM-KILLED" in text, text
+    killed, ready = int(text.split("OOM-KILLED")[1].split()[0]), int(text.split("READY")[1].split()[0])
+    if killed == 0 and ready < 12:
+        pytest.skip(f"inconclusive: only {ready} of 12 children got their memory within the cell's time limit "
+                    "(a loaded machine); the cap was never reached")
+    # 12 x 256 MiB is over the 2 GiB cap: if every child got its memory, the cap was not enforced.
+    assert killed >= 1, text
 
 
 def test_snooping_reads_nothing_outside_the_sandbox(graded):

@@ -229,3 +229,16 @@ def test_doctor_reports_versions_and_fails_on_a_missing_requirement(capsys):
         assert code == 1 and "CUDA was required" in stderr
     code, _, stderr = run_main(capsys, "doctor", "--require", "gpu")
     assert code == 2 and "--require" in stderr
+
+
+def test_peak_memory_is_the_commands_own_not_its_parents(tmp_path):
+    # The kernel carries ru_maxrss over fork+exec: a parent holding 600 MB would show through.
+    ballast = np.ones(75_000_000)  # 600 MB in this process
+    completed = subprocess.run(
+        [sys.executable, "-m", "attention_course", "train", "--n-train", "300", "--n-test", "20", "--max-steps", "2",
+         "--hidden-size", "8", "--embed-dim", "4", "--out", str(tmp_path), "--no-progress"],
+        capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    summary = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert 0 < summary["peak_rss_mb"] < 400
+    del ballast
