@@ -1,6 +1,7 @@
-# Two commands do everything on a fresh machine (see README.md):
+# A few commands do everything on a fresh machine (see README.md):
+#   make book    set up, then build the HTML book (open _build/html/index.html)
+#   make test    set up, then run the test suite (it builds the book too, and opens it in Chromium)
 #   make train   set up, then train the attention model on dates and draw its alignments
-#   make test    set up, then run the test suite
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,15 +9,15 @@ BIN := $(VENV)/bin
 TORCH_CPU := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup train test bench clean
+.PHONY: setup train test bench book clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[dev,torch,grading]"
-	{ command -v bwrap && command -v setpriv && command -v prlimit; } >/dev/null || bash tools/install-system-packages.sh
+	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[dev,torch,grading,book]"
+	{ command -v bwrap && command -v setpriv && command -v prlimit && command -v chromium; } >/dev/null || bash tools/install-system-packages.sh
 	touch $(STAMP)
 
 train: $(STAMP)
@@ -25,9 +26,14 @@ train: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# The book: offline assets from npm (pinned in tools/book-assets/), the student versions of the
+# exercises, then jupyter-book (notebooks executed with a cache; any cell error fails the build).
+book: $(STAMP)
+	PYTHON=$(BIN)/python bash tools/build-book.sh
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/time_attention.py
 	$(BIN)/python benchmarks/dates_time_to_accuracy.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .hypothesis
+	rm -rf $(VENV) runs .pytest_cache .hypothesis _build book/_assets/vendor tools/book-assets/node_modules

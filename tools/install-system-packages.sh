@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Debian packages the course needs: bubblewrap (the grading sandbox) and util-linux (setpriv,
-# prlimit: the sandbox drops to an unprivileged user with resource limits).
+# Debian packages the course needs: bubblewrap (the grading sandbox), util-linux (setpriv,
+# prlimit: the sandbox drops to an unprivileged user with resource limits) and chromium (the
+# book's tests open the built pages in headless Chromium). apt-get install is idempotent.
 # Runs as root on CI and the course machines; elsewhere it asks sudo, or says what to install.
 set -euo pipefail
-packages=(bubblewrap util-linux)
+packages=(bubblewrap util-linux chromium)
 if [ "$(id -u)" -eq 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
