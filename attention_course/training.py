@@ -111,9 +111,13 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
         if keep_best and (best is None or accuracy > best[0]):
             best = (accuracy, result.steps, snapshot())
 
+    read = 0  # losses before this index are already floats
+
     def check_finite() -> bool:
         # Read the losses since the last check (one device sync), then decide.
-        result.losses[:] = _as_floats(result.losses)
+        nonlocal read
+        result.losses[read:] = _as_floats(result.losses[read:])
+        read = len(result.losses)
         return math.isfinite(result.losses[-1])
 
     try:

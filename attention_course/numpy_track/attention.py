@@ -167,6 +167,24 @@ def make_score(score: str, encoder_size: int, decoder_size: int, attention_size:
     return SCORE_FUNCTIONS[score](encoder_size, decoder_size, attention_size, rng=rng, dtype=dtype)
 
 
+def score_sizes(score: str, encoder_size: int | None, decoder_size: int | None) -> tuple:
+    """The (encoder, decoder) widths a score layer is built with, or the clear error.
+
+    ``dot`` and ``scaled_dot`` need one width (either given; None: learned at the first call);
+    ``general`` and ``additive`` have parameters and need both. Shared by both tracks.
+    """
+    if score not in SCORE_FUNCTIONS:
+        make_score(score, 0, 0)  # raises: unknown score
+    if score in ("dot", "scaled_dot"):
+        if encoder_size is not None and decoder_size is not None and encoder_size != decoder_size:
+            make_score(score, encoder_size, decoder_size)  # raises: needs equal widths
+        size = encoder_size or decoder_size
+        return size, size
+    if encoder_size is None or decoder_size is None:
+        raise ValueError(f"score {score!r} has parameters: give encoder_size and decoder_size")
+    return encoder_size, decoder_size
+
+
 def _check_mask(mask, sizes: dict):
     if mask is not None:
         check_array("mask", mask, ("N", "T_enc"), sizes, kind="bool")
@@ -219,16 +237,7 @@ class AttentionWeight(Layer):
                  attention_size: int | None = None, rng=None, dtype=np.float64) -> None:
         super().__init__()
         self.score_name = score
-        if score in ("dot", "scaled_dot"):
-            if encoder_size is not None and decoder_size is not None and encoder_size != decoder_size:
-                make_score(score, encoder_size, decoder_size)  # raises the clear error
-            size = encoder_size or decoder_size
-            encoder_size = decoder_size = size
-        elif score not in SCORE_FUNCTIONS:
-            make_score(score, 0, 0)  # raises the clear error
-        elif encoder_size is None or decoder_size is None:
-            raise ValueError(f"score {score!r} has parameters: give encoder_size and decoder_size")
-        self._sizes = (encoder_size, decoder_size)
+        encoder_size, decoder_size = score_sizes(score, encoder_size, decoder_size)
         self.score = None
         if encoder_size is not None:
             self.score = self.add_child("score", make_score(score, encoder_size, decoder_size, attention_size, rng, dtype))

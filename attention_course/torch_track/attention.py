@@ -99,19 +99,6 @@ class WeightSum(nn.Module):
         return attention_weights @ encoder_states  # (N, T_dec, H)
 
 
-def _sizes_for(score: str, encoder_size, decoder_size):
-    if score not in SCORE_FUNCTIONS:
-        make_score(score, 0, 0)  # raises the clear error
-    if score in ("dot", "scaled_dot"):
-        if encoder_size is not None and decoder_size is not None and encoder_size != decoder_size:
-            make_score(score, encoder_size, decoder_size)  # raises: needs equal widths
-        size = encoder_size or decoder_size
-        return size, size
-    if encoder_size is None or decoder_size is None:
-        raise ValueError(f"score {score!r} has parameters: give encoder_size and decoder_size")
-    return encoder_size, decoder_size
-
-
 class AttentionWeight(nn.Module):
     """``alpha_ij = softmax_j(a(s_i, h_j))``, padding masked out.
 
@@ -124,7 +111,7 @@ class AttentionWeight(nn.Module):
                  attention_size: int | None = None, rng=None, dtype=torch.float32) -> None:
         super().__init__()
         self.score_name = score
-        encoder_size, decoder_size = _sizes_for(score, encoder_size, decoder_size)
+        encoder_size, decoder_size = reference.score_sizes(score, encoder_size, decoder_size)
         self.score = None
         if encoder_size is not None:
             self.score = make_score(score, encoder_size, decoder_size, attention_size, rng, dtype)
