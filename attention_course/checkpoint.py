@@ -1,7 +1,8 @@
 """Checkpoints both tracks read and write: a folder with ``config.json`` and ``weights.npz``.
 
 The tracks share parameter names and layouts, so one format serves both: a model trained on a
-GPU with the torch track can be loaded into the NumPy track, and back.
+GPU with the torch track can be loaded into the NumPy track, and back. Which track builds the
+model is the registry's business (``attention_course.tracks``); this module only reads and writes.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .core.configs import Seq2seqConfig
 from .data import Vocabulary
-from .numpy_track.seq2seq import Seq2seqConfig
+from .tracks import get_track
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint"]
 
@@ -45,11 +47,14 @@ def save_checkpoint(directory, kind: str, config: Seq2seqConfig, weights: dict[s
 
 
 def load_checkpoint(directory, track: str = "numpy", device: str = "cpu"):
-    """Returns ``(model, source_vocab, target_vocab, description)`` for the ``track`` asked for.
+    """Returns ``(model, source_vocab, target_vocab, description)`` for the ``track`` asked for,
+    the model on ``device``.
 
     Raises:
         CheckpointError: one line naming the folder and what is wrong with it.
+        TrackError: an unknown track, or one whose library is not installed.
     """
+    implementation = get_track(track)  # a TrackError: an unknown track, or torch not installed
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"no checkpoint folder at {directory}")
@@ -68,26 +73,13 @@ def load_checkpoint(directory, track: str = "numpy", device: str = "cpu"):
         config = Seq2seqConfig(**description["config"])
         source_vocab = Vocabulary.from_dict(description["source_vocab"])
         target_vocab = Vocabulary.from_dict(description["target_vocab"])
-        with np.load(weights_path) as stored:
+        with np.load(weights_path, allow_pickle=False) as stored:
             weights = {name: stored[name] for name in stored.files}
-        if track == "numpy":
-            from .numpy_track.seq2seq import build_model
-
-            model = build_model(description["model"], config)
-            model.load_state_dict(weights)
-        elif track == "torch":
-            from .numpy_track.seq2seq import build_model as build_reference
-            from .torch_track.convert import numpy_to_torch
-            from .torch_track.seq2seq import build_model
-
-            reference = build_reference(description["model"], config)
-            reference.load_state_dict(weights)
-            model = numpy_to_torch(reference, build_model(description["model"], config)).to(device)
-            model.eval()
-        else:
-            raise CheckpointError(f"track: expected 'numpy' or 'torch', got {track!r}")
     except (KeyError, TypeError, ValueError, OSError, zipfile.BadZipFile) as error:
-        if isinstance(error, CheckpointError):
-            raise
         raise CheckpointError(f"{directory}: damaged checkpoint ({error})") from None
-    return model, source_vocab, target_vocab, description
+    try:
+        model = implementation.build_model(description["model"], config)
+        implementation.load_weights(model, weights)
+    except (KeyError, ValueError) as error:
+        raise CheckpointError(f"{directory}: damaged checkpoint ({error})") from None
+    return implementation.to_device(model, device), source_vocab, target_vocab, description

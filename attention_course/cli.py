@@ -1,6 +1,6 @@
 """The command line: ``attention-course train`` and ``attention-course translate``.
 
-``train`` trains a seq2seq model with attention (the NumPy track) on the built-in dates task
+``train`` trains a seq2seq model with attention (on either track) on the built-in dates task
 or on pairs from TSV files, shows progress on stderr, saves a checkpoint and a heat map of a
 few test alignments, and prints one JSON summary as its last line on stdout.
 ``translate`` loads a checkpoint and prints the output for each input with its alignment.
@@ -15,10 +15,11 @@ import argparse
 import json
 import resource
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+from .tracks import TRACKS
 
 EXIT_USAGE = 2
 
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train a seq2seq model with attention",
                                 description="Train a seq2seq model with attention and print a JSON summary last.")
-    train.add_argument("--track", choices=["numpy", "torch"], default="numpy",
+    train.add_argument("--track", choices=sorted(TRACKS), default="numpy",
                        help="implementation to train (default: numpy)")
     train.add_argument("--device", help="torch track: 'cpu' (default) or 'cuda'")
     train.add_argument("--amp", action="store_true", help="torch track on CUDA: bfloat16 automatic mixed precision")
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     translate = commands.add_parser("translate", help="translate text with a trained checkpoint",
                                     description="Print the model's output for each text, and its alignment.")
     translate.add_argument("--checkpoint", type=Path, required=True, help="a folder written by 'train'")
-    translate.add_argument("--track", choices=["numpy", "torch"], default="numpy", help="implementation to run")
+    translate.add_argument("--track", choices=sorted(TRACKS), default="numpy", help="implementation to run")
     translate.add_argument("--device", default="cpu", help="torch track: 'cpu' or 'cuda'")
     translate.add_argument("--plot", type=Path, help="also save the alignment heat map(s) to this PNG")
     translate.add_argument("--no-alignment", action="store_true", help="print only the outputs")
@@ -115,13 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--require", default="",
                         help="comma-separated extras that must be there too: grading, book, cuda")
     return parser
-
-
-# Defaults that differ between the tracks (chosen by benchmarks/dates_time_to_accuracy.py).
-TRACK_DEFAULTS = {
-    "numpy": {"hidden_size": 64, "lr": 0.01, "gru_form": "lecture"},
-    "torch": {"hidden_size": 48, "lr": 0.015, "gru_form": "torch"},
-}
 
 
 def _load_data(args):
@@ -143,50 +137,26 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _track_options(args) -> None:
-    if args.track == "numpy" and (args.device is not None or args.amp):
-        raise UsageError("--device and --amp are options of the torch track: add --track torch")
-    for name, value in TRACK_DEFAULTS[args.track].items():
+def _track_options(args, track) -> None:
+    """Check the track's options, and fill in those whose default differs by track (chosen by benchmarks)."""
+    track.check_options(args.device, args.amp)
+    for name, value in track.DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.batch_size is None:
-        args.batch_size = 256 if args.track == "torch" and str(args.device or "").startswith("cuda") else 128
-
-
-def _numpy_setup(args, kind, config, train_config):
-    from .numpy_track.seq2seq import build_model
-    from .numpy_track.trainer import Trainer, greedy_translate
-
-    model = build_model(kind, config, rng=np.random.default_rng(args.seed))
-    return model, Trainer(model, train_config), greedy_translate, model.state_dict
-
-
-def _torch_setup(args, kind, config, train_config):
-    try:
-        import torch
-    except ImportError:
-        raise UsageError("the torch track needs PyTorch: pip install 'attention-course[torch]'") from None
-    from .torch_track.convert import state_dict_to_numpy
-    from .torch_track.seq2seq import build_model
-    from .torch_track.trainer import DeviceError, Trainer, greedy_translate
-
-    torch.manual_seed(args.seed)
-    model = build_model(kind, config, rng=np.random.default_rng(args.seed))
-    try:
-        trainer = Trainer(model, train_config, device=args.device or "cpu", amp=args.amp)
-    except DeviceError as error:
-        raise UsageError(str(error)) from None
-    return model, trainer, greedy_translate, lambda: state_dict_to_numpy(model)
+        args.batch_size = track.default_batch_size(args.device)
 
 
 def train_command(args) -> dict:
     from .checkpoint import save_checkpoint
+    from .core.configs import Seq2seqConfig
     from .data import build_vocabularies, encode_pairs
-    from .numpy_track.seq2seq import Seq2seqConfig
+    from .tracks import get_track
     from .training import TrainConfig, exact_match
     from .viz import save_alignments
 
-    _track_options(args)
+    track = get_track(args.track)
+    _track_options(args, track)
     train_pairs, test_pairs, task = _load_data(args)
     source_vocab, target_vocab = build_vocabularies(train_pairs + test_pairs)
     train = encode_pairs(train_pairs, source_vocab, target_vocab)
@@ -204,23 +174,22 @@ def train_command(args) -> dict:
         stopping.update(epochs=3, target_accuracy=0.999)
     train_config = TrainConfig(batch_size=args.batch_size, lr=args.lr, eval_every=args.eval_every, seed=args.seed,
                                **stopping)
-    setup = _numpy_setup if args.track == "numpy" else _torch_setup
-    model, trainer, greedy_translate, weights = setup(args, args.model, config, train_config)
+    model = track.build_model(args.model, config, seed=args.seed)
+    trainer = track.make_trainer(model, train_config, device=args.device, amp=args.amp)
+    device = str(getattr(trainer, "device", "cpu"))
 
     def evaluate() -> float:
-        predictions, _ = greedy_translate(model, test, target_vocab, max_output_length)
-        return exact_match(predictions, test_targets)
+        return exact_match(track.greedy_decode(model, test, target_vocab, max_output_length).texts, test_targets)
 
-    device = f", {trainer.device}" if args.track == "torch" else ""
-    n_parameters = sum(value.size for value in weights().values())
-    _log(f"training {args.model} ({n_parameters:,} parameters, {args.track} track{device}) on {task}: "
+    n_parameters = sum(value.size for value in track.weights(model).values())
+    _log(f"training {args.model} ({n_parameters:,} parameters, {args.track} track, {device}) on {task}: "
          f"{len(train_pairs):,} train / {len(test_pairs):,} test pairs")
     result = trainer.fit(train, evaluate, progress=not args.no_progress, log=_log)
     _log(f"stopped: {result.stopped_because}")
 
     out = args.out
-    save_checkpoint(out / "checkpoint", args.model, config, weights(), source_vocab, target_vocab, max_output_length,
-                    extra={"task": task, "seed": args.seed, "trained_on": args.track})
+    save_checkpoint(out / "checkpoint", args.model, config, track.weights(model), source_vocab, target_vocab,
+                    max_output_length, extra={"task": task, "seed": args.seed, "trained_on": args.track})
     summary = {
         "test_exact_match": result.test_exact_match,
         "train_seconds": round(result.train_seconds, 3),
@@ -230,14 +199,15 @@ def train_command(args) -> dict:
         "restored_best_step": result.restored_step,
         "final_loss": result.losses[-1] if result.losses else None,
         "track": args.track,
-        "device": str(trainer.device) if args.track == "torch" else "cpu",
+        "device": device,
         "model": args.model,
         "task": task,
         "seed": args.seed,
         "checkpoint": str(out / "checkpoint"),
     }
     examples = test.subset(np.arange(min(4, len(test))))
-    predictions, attention = greedy_translate(model, examples, target_vocab, max_output_length)
+    shown = track.greedy_decode(model, examples, target_vocab, max_output_length)
+    predictions, attention = shown.texts, shown.attention_weights
     if attention is not None:
         drawn = [(attention[i], list(test_pairs[i][0]), _output_tokens(predictions[i], attention.shape[1]))
                  for i in range(len(predictions))]
@@ -251,24 +221,18 @@ def train_command(args) -> dict:
 def translate_command(args) -> list[dict]:
     from .checkpoint import load_checkpoint
     from .data import encode_pairs
+    from .tracks import get_track
     from .viz import alignment_text, save_alignments
 
-    if args.track == "torch":
-        from .torch_track.trainer import DeviceError, greedy_translate, resolve_device
-
-        try:
-            resolve_device(args.device)
-        except DeviceError as error:
-            raise UsageError(str(error)) from None
-    else:
-        from .numpy_track.trainer import greedy_translate
+    track = get_track(args.track)
     model, source_vocab, target_vocab, config = load_checkpoint(args.checkpoint, args.track, args.device)
     for text in args.text:
         if not text:
             raise UsageError("cannot translate an empty text")
         source_vocab.encode(text)  # raises UnknownCharacterError naming the character
     batch = encode_pairs([(text, "") for text in args.text], source_vocab, target_vocab)
-    outputs, weights = greedy_translate(model, batch, target_vocab, config["max_output_length"])
+    decoded = track.greedy_decode(model, batch, target_vocab, config["max_output_length"])
+    outputs, weights = decoded.texts, decoded.attention_weights
     results, drawn = [], []
     for i, (text, output) in enumerate(zip(args.text, outputs)):
         print(output)
@@ -283,8 +247,9 @@ def translate_command(args) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .data import DataFormatError, UnknownCharacterError
     from .checkpoint import CheckpointError
+    from .core.configs import OptionError
+    from .data import DataFormatError, UnknownCharacterError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -298,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             from .doctor import doctor_command
 
             return doctor_command(args)
-    except (UsageError, DataFormatError, UnknownCharacterError, CheckpointError) as error:
+    except (UsageError, OptionError, DataFormatError, UnknownCharacterError, CheckpointError) as error:
         print(f"attention-course {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -91,17 +91,19 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
                  evaluate: Callable[[], float] | None = None, progress: bool = True,
                  log: Callable[[str], None] | None = None, snapshot: Callable[[], object] | None = None,
                  restore: Callable[[object], None] | None = None) -> TrainResult:
-    """Call ``train_step`` on shuffled batches of indices until a stopping rule fires."""
+    """Call ``train_step`` on shuffled batches of indices until a stopping rule fires.
+
+    After a normal stop: a final evaluation (unless the last step was just evaluated), and the
+    best evaluation's weights put back if training got worse since. An exception from a step or
+    an evaluation (Ctrl-C included) propagates at once: no further evaluation runs, and the
+    model keeps the weights of its last step.
+    """
     from tqdm.auto import tqdm
 
     c = config
-    rng = np.random.default_rng(c.seed)
     steps_per_epoch = -(-n_examples // c.batch_size)
     total = c.max_steps if c.max_steps is not None else (c.epochs * steps_per_epoch if c.epochs else None)
     result = TrainResult()
-    bar = tqdm(total=total, disable=not progress, unit="step", dynamic_ncols=True, mininterval=0.5)
-    start = time.perf_counter()
-    finite = True
     keep_best = c.restore_best and snapshot is not None and restore is not None
     best = None  # (accuracy, step, weights)
 
@@ -111,61 +113,73 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
         if keep_best and (best is None or accuracy > best[0]):
             best = (accuracy, result.steps, snapshot())
 
+    start = time.perf_counter()
+    bar = tqdm(total=total, disable=not progress, unit="step", dynamic_ncols=True, mininterval=0.5)
+    try:
+        _train(train_step, n_examples, c, evaluate, log, result, evaluated, bar, start)
+    finally:
+        bar.close()
+
+    result.losses[:] = _as_floats(result.losses)
+    result.grad_norms[:] = _as_floats(result.grad_norms)
+    finite = not result.losses or math.isfinite(result.losses[-1])
+    if not finite:
+        result.stopped_because = result.stopped_because or "loss is not finite"
+    if evaluate is not None and finite and (not result.evaluations or result.evaluations[-1][0] != result.steps):
+        evaluated(evaluate())
+    if keep_best and best is not None and (not finite or result.evaluations[-1][1] < best[0]):
+        restore(best[2])
+        result.restored_step = best[1]
+        if log is not None:
+            log(f"restored the weights of step {best[1]} (test exact match {best[0]:.4f}, the best evaluation)")
+    result.train_seconds = time.perf_counter() - start
+    return result
+
+
+def _train(train_step, n_examples: int, c: TrainConfig, evaluate, log, result: TrainResult,
+           evaluated: Callable[[float], None], bar, start: float) -> None:
+    """The loop itself: steps, periodic checks and evaluations, until a stopping rule sets
+    ``result.stopped_because``."""
+    rng = np.random.default_rng(c.seed)
     read = 0  # losses before this index are already floats
 
-    def check_finite() -> bool:
+    def loss_is_finite() -> bool:
         # Read the losses since the last check (one device sync), then decide.
         nonlocal read
         result.losses[read:] = _as_floats(result.losses[read:])
         read = len(result.losses)
         return math.isfinite(result.losses[-1])
 
-    try:
-        epoch = 0
-        while True:
-            for indices in iterate_batches(n_examples, c.batch_size, rng):
-                loss, norm = train_step(indices)
-                result.steps += 1
-                result.losses.append(loss)
-                result.grad_norms.append(norm)
-                bar.update(1)
-                if result.steps % 10 == 0 or (evaluate is not None and result.steps % c.eval_every == 0):
-                    if not check_finite():
-                        finite = False
-                        result.stopped_because = "loss is not finite"
-                        return result
-                    bar.set_postfix(loss=f"{result.losses[-1]:.3f}")
-                if evaluate is not None and result.steps % c.eval_every == 0:
-                    accuracy = evaluate()
-                    evaluated(accuracy)
-                    bar.set_postfix(loss=f"{result.losses[-1]:.3f}", test_exact_match=f"{accuracy:.3f}")
-                    if log is not None:
-                        log(f"step {result.steps}: loss {result.losses[-1]:.4f}, test exact match {accuracy:.4f}")
-                    if c.target_accuracy is not None and accuracy >= c.target_accuracy:
-                        result.stopped_because = "target accuracy reached"
-                        return result
-                if c.max_steps is not None and result.steps >= c.max_steps:
-                    result.stopped_because = "max_steps reached"
-                    return result
-                if c.max_seconds is not None and time.perf_counter() - start >= c.max_seconds:
-                    result.stopped_because = "max_seconds reached"
-                    return result
-            epoch += 1
-            if c.epochs is not None and epoch >= c.epochs:
-                result.stopped_because = "epochs done"
-                return result
-    finally:
-        result.losses[:] = _as_floats(result.losses)
-        result.grad_norms[:] = _as_floats(result.grad_norms)
-        if result.losses and not math.isfinite(result.losses[-1]):
-            finite = False
-            result.stopped_because = result.stopped_because or "loss is not finite"
-        if evaluate is not None and finite and (not result.evaluations or result.evaluations[-1][0] != result.steps):
-            evaluated(evaluate())
-        if keep_best and best is not None and (not finite or result.evaluations[-1][1] < best[0]):
-            restore(best[2])
-            result.restored_step = best[1]
-            if log is not None:
-                log(f"restored the weights of step {best[1]} (test exact match {best[0]:.4f}, the best evaluation)")
-        result.train_seconds = time.perf_counter() - start
-        bar.close()
+    epoch = 0
+    while True:
+        for indices in iterate_batches(n_examples, c.batch_size, rng):
+            loss, norm = train_step(indices)
+            result.steps += 1
+            result.losses.append(loss)
+            result.grad_norms.append(norm)
+            bar.update(1)
+            evaluate_now = evaluate is not None and result.steps % c.eval_every == 0
+            if result.steps % 10 == 0 or evaluate_now:
+                if not loss_is_finite():
+                    result.stopped_because = "loss is not finite"
+                    return
+                bar.set_postfix(loss=f"{result.losses[-1]:.3f}")
+            if evaluate_now:
+                accuracy = evaluate()
+                evaluated(accuracy)
+                bar.set_postfix(loss=f"{result.losses[-1]:.3f}", test_exact_match=f"{accuracy:.3f}")
+                if log is not None:
+                    log(f"step {result.steps}: loss {result.losses[-1]:.4f}, test exact match {accuracy:.4f}")
+                if c.target_accuracy is not None and accuracy >= c.target_accuracy:
+                    result.stopped_because = "target accuracy reached"
+                    return
+            if c.max_steps is not None and result.steps >= c.max_steps:
+                result.stopped_because = "max_steps reached"
+                return
+            if c.max_seconds is not None and time.perf_counter() - start >= c.max_seconds:
+                result.stopped_because = "max_seconds reached"
+                return
+        epoch += 1
+        if c.epochs is not None and epoch >= c.epochs:
+            result.stopped_because = "epochs done"
+            return

@@ -84,3 +84,48 @@ def test_a_loss_that_is_not_finite_stops_training_and_restores_the_best():
 def test_config_needs_a_stopping_rule():
     with pytest.raises(ValueError, match="at least one of"):
         TrainConfig()
+
+
+class Interrupted(Fake):
+    """Raises ``error`` in the step numbered ``at`` (1-based), after the earlier steps ran."""
+
+    def __init__(self, accuracies, error, at):
+        super().__init__(accuracies)
+        self.error, self.at = error, at
+        self.evaluations = 0
+
+    def step(self, indices):
+        if self.weights["w"] + 1 == self.at:
+            raise self.error
+        return super().step(indices)
+
+    def evaluate(self):
+        self.evaluations += 1
+        return super().evaluate()
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("a crash in a step")],
+                         ids=["ctrl_c", "crash"])
+def test_an_interruption_re_raises_at_once_and_leaves_the_last_steps_weights(error):
+    # Evaluations at steps 10 and 20 (0.9 then 0.1): a normal stop would put step 10's weights back.
+    fake = Interrupted([0.9, 0.1, 0.5], error, at=25)
+    with pytest.raises(type(error)) as raised:
+        run_training(fake.step, 100, TrainConfig(batch_size=10, max_steps=40, eval_every=10), fake.evaluate,
+                     progress=False, snapshot=fake.snapshot, restore=fake.restore)
+    assert raised.value is error, "the original exception, not one from a final evaluation"
+    assert fake.evaluations == 2, "no evaluation after the interruption"
+    assert fake.weights["w"] == 24, "the weights of the last step, not the best evaluation's"
+
+
+def test_an_error_in_an_evaluation_propagates_without_another_evaluation():
+    calls = []
+
+    def evaluate():
+        calls.append(1)
+        raise ValueError("evaluation broke")
+
+    fake = Fake([])
+    with pytest.raises(ValueError, match="evaluation broke"):
+        run_training(fake.step, 100, TrainConfig(batch_size=10, max_steps=40, eval_every=10), evaluate,
+                     progress=False, snapshot=fake.snapshot, restore=fake.restore)
+    assert len(calls) == 1 and fake.weights["w"] == 10

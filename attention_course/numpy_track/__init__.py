@@ -1,24 +1,27 @@
 """The NumPy track: every layer with a hand-written backward pass.
 
 The layer protocol (see ``base``): ``params``/``grads`` dicts keyed by name, ``forward``,
-``backward``, gradients written in place.
+``backward``, gradients written in place. It stands on ``attention_course.core`` (configs,
+registries, initial values, shape checks) and imports nothing of ``torch_track`` or ``testing``.
 """
 
+from ..core.configs import Seq2seqConfig
 from .attention import (SCORE_FUNCTIONS, AdditiveScore, Attention, AttentionWeight, DotScore, GeneralScore,
                         ScaledDotScore, TimeAttention, WeightSum, make_score)
 from .base import Layer
+from .decoding import greedy_decode, greedy_translate
 from .layers import Affine, Embedding, Softmax, SoftmaxCrossEntropy, masked_softmax, softmax, softmax_backward
 from .optim import SGD, Adam, clip_grad_norm
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, Recurrent, RNNCell
-from .seq2seq import (AttentionDecoder, AttentionEncoder, AttentionSeq2seq, Decoder, Encoder, Seq2seq, Seq2seqConfig,
+from .seq2seq import (AttentionDecoder, AttentionEncoder, AttentionSeq2seq, Bridge, Decoder, Encoder, Seq2seq,
                       build_model, make_recurrent)
 from .wrappers import Bidirectional, Residual, Stacked
 
 __all__ = [
     "SCORE_FUNCTIONS", "Adam", "AdditiveScore", "Affine", "Attention", "AttentionDecoder", "AttentionEncoder",
-    "AttentionSeq2seq", "AttentionWeight", "Bidirectional", "Decoder", "DotScore", "Embedding", "Encoder", "GRU",
-    "GRUCell", "GeneralScore", "LSTM", "LSTMCell", "Layer", "RNN", "RNNCell", "Recurrent", "Residual", "SGD",
+    "AttentionSeq2seq", "AttentionWeight", "Bidirectional", "Bridge", "Decoder", "DotScore", "Embedding", "Encoder",
+    "GRU", "GRUCell", "GeneralScore", "LSTM", "LSTMCell", "Layer", "RNN", "RNNCell", "Recurrent", "Residual", "SGD",
     "ScaledDotScore", "Seq2seq", "Seq2seqConfig", "Softmax", "SoftmaxCrossEntropy", "Stacked", "TimeAttention",
-    "WeightSum", "build_model", "clip_grad_norm", "make_recurrent", "make_score", "masked_softmax", "softmax",
-    "softmax_backward",
+    "WeightSum", "build_model", "clip_grad_norm", "greedy_decode", "greedy_translate", "make_recurrent",
+    "make_score", "masked_softmax", "softmax", "softmax_backward",
 ]

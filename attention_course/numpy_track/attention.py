@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..testing.shapes import ShapeError, check_array
-from .base import Layer, as_dtype, float_dtype, init_rng
+from ..core import initializers
+from ..core.initializers import init_rng
+from ..core.registries import bind, score_sizes
+from ..core.shapes import ShapeError, check_array
+from .base import Layer, as_dtype, float_dtype
 from .layers import masked_softmax, softmax_backward
 
 __all__ = ["SCORE_FUNCTIONS", "DotScore", "ScaledDotScore", "GeneralScore", "AdditiveScore", "make_score",
@@ -38,12 +41,10 @@ class DotScore(Layer):
 
     name = "dot"
 
-    def __init__(self, encoder_size: int, decoder_size: int, attention_size: int | None = None, rng=None,
+    def __init__(self, encoder_size: int, decoder_size: int, attention_size: int | None = None, *, rng=None,
                  dtype=np.float64) -> None:
         super().__init__()
-        if encoder_size != decoder_size:
-            raise ValueError(f"score {self.name!r} needs equal encoder and decoder widths, got {encoder_size} and {decoder_size}")
-        self.encoder_size = self.decoder_size = encoder_size
+        self.encoder_size, self.decoder_size = score_sizes(self.name, encoder_size, decoder_size)
         self._cache = None
 
     def _scale(self, dtype):
@@ -86,13 +87,11 @@ class GeneralScore(Layer):
 
     name = "general"
 
-    def __init__(self, encoder_size: int, decoder_size: int, attention_size: int | None = None, rng=None,
+    def __init__(self, encoder_size: int, decoder_size: int, attention_size: int | None = None, *, rng=None,
                  dtype=np.float64) -> None:
         super().__init__()
-        rng = init_rng(rng)
         self.encoder_size, self.decoder_size = encoder_size, decoder_size
-        bound = 1.0 / np.sqrt(decoder_size)
-        self.add_param("W_a", rng.uniform(-bound, bound, (decoder_size, encoder_size)).astype(dtype))
+        self.add_params(initializers.score(init_rng(rng), self.name, encoder_size, decoder_size), dtype)
         self._cache = None
 
     def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray) -> np.ndarray:
@@ -120,15 +119,12 @@ class AdditiveScore(Layer):
 
     name = "additive"
 
-    def __init__(self, encoder_size: int, decoder_size: int, attention_size: int | None = None, rng=None,
+    def __init__(self, encoder_size: int, decoder_size: int, attention_size: int | None = None, *, rng=None,
                  dtype=np.float64) -> None:
         super().__init__()
-        rng = init_rng(rng)
-        A = attention_size or decoder_size
-        self.encoder_size, self.decoder_size, self.attention_size = encoder_size, decoder_size, A
-        self.add_param("W_a", (rng.uniform(-1, 1, (decoder_size, A)) / np.sqrt(decoder_size)).astype(dtype))
-        self.add_param("U_a", (rng.uniform(-1, 1, (encoder_size, A)) / np.sqrt(encoder_size)).astype(dtype))
-        self.add_param("v_a", (rng.uniform(-1, 1, A) / np.sqrt(A)).astype(dtype))
+        self.encoder_size, self.decoder_size = encoder_size, decoder_size
+        self.add_params(initializers.score(init_rng(rng), self.name, encoder_size, decoder_size, attention_size), dtype)
+        self.attention_size = self.params["v_a"].shape[0]
         self._cache = None
 
     def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray) -> np.ndarray:
@@ -156,33 +152,14 @@ class AdditiveScore(Layer):
         return d_uh @ U.T, d_ws @ W.T
 
 
-SCORE_FUNCTIONS = {cls.name: cls for cls in (DotScore, GeneralScore, AdditiveScore, ScaledDotScore)}
+SCORE_FUNCTIONS = bind("score", {cls.name: cls for cls in (DotScore, GeneralScore, AdditiveScore, ScaledDotScore)})
 
 
-def make_score(score: str, encoder_size: int, decoder_size: int, attention_size: int | None = None, rng=None,
+def make_score(score: str, encoder_size: int, decoder_size: int, attention_size: int | None = None, *, rng=None,
                dtype=np.float64) -> Layer:
     """The score layer named ``score``: one of "dot", "general", "additive", "scaled_dot"."""
-    if score not in SCORE_FUNCTIONS:
-        raise ValueError(f"score: unknown score function {score!r}; choose one of {sorted(SCORE_FUNCTIONS)}")
+    score_sizes(score, encoder_size, decoder_size)  # an unknown name or impossible widths: the clear error
     return SCORE_FUNCTIONS[score](encoder_size, decoder_size, attention_size, rng=rng, dtype=dtype)
-
-
-def score_sizes(score: str, encoder_size: int | None, decoder_size: int | None) -> tuple:
-    """The (encoder, decoder) widths a score layer is built with, or the clear error.
-
-    ``dot`` and ``scaled_dot`` need one width (either given; None: learned at the first call);
-    ``general`` and ``additive`` have parameters and need both. Shared by both tracks.
-    """
-    if score not in SCORE_FUNCTIONS:
-        make_score(score, 0, 0)  # raises: unknown score
-    if score in ("dot", "scaled_dot"):
-        if encoder_size is not None and decoder_size is not None and encoder_size != decoder_size:
-            make_score(score, encoder_size, decoder_size)  # raises: needs equal widths
-        size = encoder_size or decoder_size
-        return size, size
-    if encoder_size is None or decoder_size is None:
-        raise ValueError(f"score {score!r} has parameters: give encoder_size and decoder_size")
-    return encoder_size, decoder_size
 
 
 def _check_mask(mask, sizes: dict):
@@ -234,13 +211,14 @@ class AttentionWeight(Layer):
     """
 
     def __init__(self, score: str = "dot", encoder_size: int | None = None, decoder_size: int | None = None,
-                 attention_size: int | None = None, rng=None, dtype=np.float64) -> None:
+                 attention_size: int | None = None, *, rng=None, dtype=np.float64) -> None:
         super().__init__()
         self.score_name = score
         encoder_size, decoder_size = score_sizes(score, encoder_size, decoder_size)
         self.score = None
         if encoder_size is not None:
-            self.score = self.add_child("score", make_score(score, encoder_size, decoder_size, attention_size, rng, dtype))
+            self.score = self.add_child("score", make_score(score, encoder_size, decoder_size, attention_size,
+                                                            rng=rng, dtype=dtype))
         self._cache = None
 
     def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -282,10 +260,10 @@ class Attention(Layer):
     """
 
     def __init__(self, score: str = "dot", encoder_size: int | None = None, decoder_size: int | None = None,
-                 attention_size: int | None = None, rng=None, dtype=np.float64) -> None:
+                 attention_size: int | None = None, *, rng=None, dtype=np.float64) -> None:
         super().__init__()
         self.attention_weight = self.add_child(
-            "attention_weight", AttentionWeight(score, encoder_size, decoder_size, attention_size, rng, dtype))
+            "attention_weight", AttentionWeight(score, encoder_size, decoder_size, attention_size, rng=rng, dtype=dtype))
         self.weight_sum = self.add_child("weight_sum", WeightSum())
         self.attention_weights = None
 

@@ -10,7 +10,8 @@ gradients with respect to the inputs and writes the parameter gradients *in plac
 
 Layers follow the dtype of their inputs: parameters are cast on use
 (``as_dtype(W, x.dtype)``, free when the dtypes already agree), so a float64 gradient check and
-float32 training run on the same layer.
+float32 training run on the same layer. Initial values come from ``attention_course.core.initializers``,
+the same for the torch track.
 """
 
 from __future__ import annotations
@@ -19,14 +20,7 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["Layer", "as_dtype", "float_dtype", "init_rng"]
-
-
-def init_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
-    """A Generator from a Generator, a seed, or None (seed 0: every layer is deterministic)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    return np.random.default_rng(0 if rng is None else rng)
+__all__ = ["Layer", "as_dtype", "float_dtype"]
 
 
 def as_dtype(array: np.ndarray, dtype) -> np.ndarray:
@@ -56,12 +50,14 @@ class Layer:
         self.grads[name] = np.zeros_like(value)
         return value
 
+    def add_params(self, initial: dict[str, np.ndarray], dtype) -> None:
+        """Register initial values (from ``core.initializers``) as parameters of ``dtype``."""
+        for name, value in initial.items():
+            self.add_param(name, value.astype(dtype))
+
     def add_child(self, name: str, layer: "Layer") -> "Layer":
         self._children[name] = layer
         return layer
-
-    def children(self) -> dict[str, "Layer"]:
-        return dict(self._children)
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         """Yield ``(dotted_name, param, grad)`` for this layer and every child, each array once."""
@@ -103,17 +99,3 @@ class Layer:
             if new.shape != value.shape:
                 raise ValueError(f"load_state_dict: parameter {name!r} has shape {value.shape}, got {new.shape}")
             value[...] = new
-
-    def astype(self, dtype) -> "Layer":
-        """Cast every parameter (and its gradient) to ``dtype`` in place of the old arrays."""
-        dtype = np.dtype(dtype)
-        for layer in self._walk():
-            for name in layer.params:
-                layer.params[name] = layer.params[name].astype(dtype)
-                layer.grads[name] = np.zeros_like(layer.params[name])
-        return self
-
-    def _walk(self):
-        yield self
-        for child in self._children.values():
-            yield from child._walk()

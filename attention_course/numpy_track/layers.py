@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..testing.shapes import ShapeError, check_array
-from .base import Layer, as_dtype, float_dtype, init_rng
+from ..core import initializers
+from ..core.initializers import init_rng
+from ..core.shapes import ShapeError, check_array
+from .base import Layer, as_dtype, float_dtype
 
 __all__ = ["Embedding", "Affine", "Softmax", "softmax", "masked_softmax", "softmax_backward",
            "SoftmaxCrossEntropy"]
@@ -18,11 +20,10 @@ class Embedding(Layer):
         ids: (...) integer, values in [0, V).  W: (V, D).  returns: (..., D).
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, rng=None, dtype=np.float64) -> None:
+    def __init__(self, vocab_size: int, embed_dim: int, *, rng=None, dtype=np.float64) -> None:
         super().__init__()
-        rng = init_rng(rng)
         self.vocab_size, self.embed_dim = vocab_size, embed_dim
-        self.add_param("W", (rng.standard_normal((vocab_size, embed_dim)) * 0.1).astype(dtype))
+        self.add_params(initializers.embedding(init_rng(rng), vocab_size, embed_dim), dtype)
         self._ids = None
 
     def forward(self, ids: np.ndarray) -> np.ndarray:
@@ -49,14 +50,11 @@ class Affine(Layer):
         x: (..., D_in).  W: (D_in, D_out).  b: (D_out,).  returns: (..., D_out).
     """
 
-    def __init__(self, in_features: int, out_features: int, rng=None, dtype=np.float64, bias: bool = True) -> None:
+    def __init__(self, in_features: int, out_features: int, *, bias: bool = True, rng=None,
+                 dtype=np.float64) -> None:
         super().__init__()
-        rng = init_rng(rng)
         self.in_features, self.out_features = in_features, out_features
-        scale = 1.0 / np.sqrt(in_features)
-        self.add_param("W", rng.uniform(-scale, scale, (in_features, out_features)).astype(dtype))
-        if bias:
-            self.add_param("b", np.zeros(out_features, dtype=dtype))
+        self.add_params(initializers.affine(init_rng(rng), in_features, out_features, bias), dtype)
         self._x = None
 
     def forward(self, x: np.ndarray) -> np.ndarray:
@@ -157,8 +155,7 @@ class SoftmaxCrossEntropy(Layer):
 
     def forward(self, logits: np.ndarray, targets: np.ndarray, mask: np.ndarray | None = None) -> float:
         float_dtype(logits, "logits")
-        sizes = check_array("targets", targets, logits.shape[:-1], kind="int")
-        del sizes
+        check_array("targets", targets, logits.shape[:-1], kind="int")
         if mask is not None:
             check_array("mask", mask, targets.shape, kind="bool")
         V = logits.shape[-1]

@@ -22,7 +22,7 @@ Conventions (``sigma`` the logistic function, ``*`` elementwise):
   ``n = tanh(x W_xn + b_n + (r * h) W_hn + b_hn)``, ``h_t = (1 - z) * h_{t-1} + z * n``.
   With ``reset_after=True`` the reset gate acts after the recurrent product, as in
   ``torch.nn.GRU``: ``n = tanh(x W_xn + b_n + r * (h W_hn + b_hn))``. (torch's update gate is our
-  ``1 - z``; ``interop`` converts the weights.)
+  ``1 - z``: see ``attention_course.core.registries`` for how the weights convert.)
 
 States: a GRU or RNN state is an array ``h`` (N, H); an LSTM state is a tuple ``(h, c)``.
 """
@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..testing.shapes import ShapeError, check_array
-from .base import Layer, as_dtype, float_dtype, init_rng
+from ..core import initializers
+from ..core.initializers import init_rng
+from ..core.registries import cell_spec
+from ..core.shapes import check_array
+from .base import Layer, as_dtype, float_dtype
 
 __all__ = ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU", "Recurrent"]
 
@@ -45,20 +48,13 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 class _CellMath(Layer):
     """Parameters and the step equations of one kind of recurrent cell."""
 
-    gates = 1  # the number of H-wide blocks in W_x and W_h
-    state_size = 1  # 1 for (h,), 2 for (h, c)
+    spec = cell_spec("rnn")  # the registry's entry: gates and state
 
-    def __init__(self, input_size: int, hidden_size: int, rng=None, dtype=np.float64) -> None:
+    def __init__(self, input_size: int, hidden_size: int, *, rng=None, dtype=np.float64) -> None:
         super().__init__()
-        if input_size < 1 or hidden_size < 1:
-            raise ValueError(f"input_size and hidden_size must be >= 1, got {input_size} and {hidden_size}")
-        rng = init_rng(rng)
         self.input_size, self.hidden_size = input_size, hidden_size
-        G, H = self.gates, hidden_size
-        bound = 1.0 / np.sqrt(H)  # torch's initialisation range
-        self.add_param("W_x", rng.uniform(-bound, bound, (input_size, G * H)).astype(dtype))
-        self.add_param("W_h", rng.uniform(-bound, bound, (H, G * H)).astype(dtype))
-        self.add_param("b", np.zeros(G * H, dtype=dtype))
+        self.gates, self.state_size = self.spec.num_gates, len(self.spec.state)  # H-wide blocks; 1: h, 2: (h, c)
+        self.add_params(initializers.recurrent_cell(init_rng(rng), self.spec.name, input_size, hidden_size), dtype)
 
     # -- states: arrays for RNN/GRU, (h, c) for LSTM; internally always tuples
     def _to_tuple(self, state) -> tuple:
@@ -94,8 +90,6 @@ class RNNCell(_CellMath):
     Shapes:
         x: (N, D).  state h: (N, H).  W_x: (D, H).  W_h: (H, H).  b: (H,).
     """
-
-    gates = 1
 
     def _step(self, xw, state, p):
         (h_prev,) = state
@@ -148,8 +142,7 @@ class LSTMCell(RNNCell):
         x: (N, D).  state (h, c): (N, H) each.  W_x: (D, 4H).  W_h: (H, 4H).  b: (4H,).
     """
 
-    gates = 4
-    state_size = 2
+    spec = cell_spec("lstm")
 
     def _step(self, xw, state, p):
         h_prev, c_prev = state
@@ -188,12 +181,12 @@ class GRUCell(RNNCell):
         x: (N, D).  state h: (N, H).  W_x: (D, 3H).  W_h: (H, 3H).  b, b_h: (3H,).
     """
 
-    gates = 3
+    spec = cell_spec("gru")
 
-    def __init__(self, input_size: int, hidden_size: int, rng=None, dtype=np.float64, reset_after: bool = False) -> None:
+    def __init__(self, input_size: int, hidden_size: int, *, reset_after: bool = False, rng=None,
+                 dtype=np.float64) -> None:
         super().__init__(input_size, hidden_size, rng=rng, dtype=dtype)
         self.reset_after = reset_after
-        self.add_param("b_h", np.zeros(3 * hidden_size, dtype=dtype))
 
     def _recurrent_params(self, dtype) -> dict:
         return {"W_h": as_dtype(self.params["W_h"], dtype), "b_h": as_dtype(self.params["b_h"], dtype)}
@@ -260,7 +253,7 @@ class Recurrent(Layer):
 
     cell_class = RNNCell
 
-    def __init__(self, input_size: int, hidden_size: int, stateful: bool = False, reverse: bool = False,
+    def __init__(self, input_size: int, hidden_size: int, *, stateful: bool = False, reverse: bool = False,
                  rng=None, dtype=np.float64, **cell_options) -> None:
         super().__init__()
         self.cell = self.add_child("cell", self.cell_class(input_size, hidden_size, rng=rng, dtype=dtype, **cell_options))
@@ -361,7 +354,7 @@ class GRU(Recurrent):
 
     cell_class = GRUCell
 
-    def __init__(self, input_size: int, hidden_size: int, stateful: bool = False, reverse: bool = False,
-                 rng=None, dtype=np.float64, reset_after: bool = False) -> None:
+    def __init__(self, input_size: int, hidden_size: int, *, stateful: bool = False, reverse: bool = False,
+                 reset_after: bool = False, rng=None, dtype=np.float64) -> None:
         super().__init__(input_size, hidden_size, stateful=stateful, reverse=reverse, rng=rng, dtype=dtype,
                          reset_after=reset_after)

@@ -16,53 +16,38 @@ arrays are bool, True on real tokens, padding at the end.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import numpy as np
 
-from ..testing.shapes import check_array
-from .attention import SCORE_FUNCTIONS, TimeAttention
-from .base import Layer, init_rng
+from ..core.configs import Seq2seqConfig
+from ..core.initializers import init_rng
+from ..core.layer_stack import stack_layers
+from ..core.registries import bind
+from ..core.shapes import check_array
+from .attention import TimeAttention
+from .base import Layer
 from .layers import Affine, Embedding, SoftmaxCrossEntropy
 from .recurrent import GRU, LSTM, RNN
 from .wrappers import Bidirectional, Residual, Stacked
 
-__all__ = ["CELLS", "make_recurrent", "Encoder", "AttentionEncoder", "Decoder", "AttentionDecoder",
+__all__ = ["CELLS", "make_recurrent", "Encoder", "AttentionEncoder", "Decoder", "AttentionDecoder", "Bridge",
            "Seq2seqConfig", "Seq2seq", "AttentionSeq2seq", "build_model"]
 
-CELLS = {"rnn": RNN, "lstm": LSTM, "gru": GRU}
+CELLS = bind("cell", {"rnn": RNN, "lstm": LSTM, "gru": GRU})
 
 
-def stack_layers(cells: dict, wrappers: tuple, cell: str, input_size: int, hidden_size: int, num_layers: int,
-                 bidirectional: bool, residual: bool, **options):
-    """Build ``num_layers`` layers of one track: ``cells`` maps names to its recurrent classes,
-    ``wrappers`` is its ``(Bidirectional, Residual, Stacked)``; ``options`` go to every layer."""
-    bidirectional_class, residual_class, stacked_class = wrappers
-    if cell not in cells:
-        raise ValueError(f"cell: unknown recurrent cell {cell!r}; choose one of {sorted(cells)}")
-    if num_layers < 1:
-        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-    if cell != "gru":
-        options.pop("reset_after", None)
-
-    def one(size_in: int):
-        return cells[cell](size_in, hidden_size, **options)
-
-    layers, size_in = [], input_size
-    for index in range(num_layers):
-        layer = bidirectional_class(one(size_in), one(size_in)) if bidirectional else one(size_in)
-        if residual and index > 0:
-            layer = residual_class(layer)
-        layers.append(layer)
-        size_in = layer.output_size
-    return stacked_class(layers)
-
-
-def make_recurrent(cell: str, input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: bool = False,
-                   residual: bool = False, rng=None, dtype=np.float64, reset_after: bool = False) -> Stacked:
+def make_recurrent(cell: str, input_size: int, hidden_size: int, *, num_layers: int = 1, bidirectional: bool = False,
+                   residual: bool = False, reset_after: bool = False, rng=None, dtype=np.float64) -> Stacked:
     """``num_layers`` recurrent layers, optionally bidirectional, with skip connections from layer 2 on."""
-    return stack_layers(CELLS, (Bidirectional, Residual, Stacked), cell, input_size, hidden_size, num_layers,
-                        bidirectional, residual, rng=init_rng(rng), dtype=dtype, reset_after=reset_after)
+    return stack_layers(CELLS, (Bidirectional, Residual, Stacked), cell, input_size, hidden_size,
+                        num_layers=num_layers, bidirectional=bidirectional, residual=residual,
+                        reset_after=reset_after, rng=init_rng(rng), dtype=dtype)
+
+
+def _recurrent(config: Seq2seqConfig, input_size: int, hidden_size: int, bidirectional: bool, rng) -> Stacked:
+    """The recurrent layers of an encoder or decoder, as ``config`` describes them."""
+    return make_recurrent(config.cell, input_size, hidden_size, num_layers=config.num_layers,
+                          bidirectional=bidirectional, residual=config.residual, reset_after=config.reset_after,
+                          rng=rng, dtype=np.dtype(config.dtype))
 
 
 def _check_tokens(name: str, ids: np.ndarray, mask: np.ndarray | None, sizes: dict | None = None) -> dict:
@@ -75,19 +60,21 @@ def _check_tokens(name: str, ids: np.ndarray, mask: np.ndarray | None, sizes: di
 class Encoder(Layer):
     """Embedding and recurrent layers; ``forward`` returns only the final state (the bottleneck).
 
+    Built from ``config``: ``source_vocab_size``, ``embed_dim``, ``hidden_size`` (per direction),
+    ``cell``, ``num_layers``, ``bidirectional``, ``residual``, ``reset_after``, ``dtype``.
+
     Shapes:
         source: (N, T_enc) int.  mask: (N, T_enc) bool.
         returns: ``final_state``, a list with one state per layer (for a one-layer GRU, one (N, H) array).
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, cell: str = "lstm", num_layers: int = 1,
-                 bidirectional: bool = False, residual: bool = False, rng=None, dtype=np.float64,
-                 reset_after: bool = False) -> None:
+    def __init__(self, config: Seq2seqConfig, rng=None) -> None:
         super().__init__()
         rng = init_rng(rng)
-        self.embed = self.add_child("embed", Embedding(vocab_size, embed_dim, rng=rng, dtype=dtype))
-        self.rnn = self.add_child("rnn", make_recurrent(cell, embed_dim, hidden_size, num_layers, bidirectional,
-                                                         residual, rng=rng, dtype=dtype, reset_after=reset_after))
+        c = self.config = config
+        self.embed = self.add_child("embed", Embedding(c.source_vocab_size, c.embed_dim, rng=rng,
+                                                       dtype=np.dtype(c.dtype)))
+        self.rnn = self.add_child("rnn", _recurrent(c, c.embed_dim, c.hidden_size, c.bidirectional, rng))
         self.final_state = None
         self._shape = None
 
@@ -128,18 +115,21 @@ class AttentionEncoder(Encoder):
 class Decoder(Layer):
     """The plain seq2seq decoder: embedding, recurrent layers started from the encoder's state, affine.
 
+    Built from ``config``: ``target_vocab_size``, ``embed_dim``, ``decoder_hidden_size``, ``cell``,
+    ``num_layers``, ``residual``, ``reset_after``, ``dtype``; always unidirectional.
+
     Shapes:
         decoder_input: (N, T_dec) int (BOS then the target, teacher forcing).  returns logits: (N, T_dec, V).
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, cell: str = "lstm", num_layers: int = 1,
-                 residual: bool = False, rng=None, dtype=np.float64, reset_after: bool = False) -> None:
+    def __init__(self, config: Seq2seqConfig, rng=None) -> None:
         super().__init__()
         rng = init_rng(rng)
-        self.embed = self.add_child("embed", Embedding(vocab_size, embed_dim, rng=rng, dtype=dtype))
-        self.rnn = self.add_child("rnn", make_recurrent(cell, embed_dim, hidden_size, num_layers, False, residual,
-                                                         rng=rng, dtype=dtype, reset_after=reset_after))
-        self.out = self.add_child("out", Affine(hidden_size, vocab_size, rng=rng, dtype=dtype))
+        c = self.config = config
+        dtype, H = np.dtype(c.dtype), c.decoder_hidden_size
+        self.embed = self.add_child("embed", Embedding(c.target_vocab_size, c.embed_dim, rng=rng, dtype=dtype))
+        self.rnn = self.add_child("rnn", _recurrent(c, c.embed_dim, H, False, rng))
+        self.out = self.add_child("out", Affine(H, c.target_vocab_size, rng=rng, dtype=dtype))
 
     def forward(self, decoder_input: np.ndarray, initial_state) -> np.ndarray:
         _check_tokens("decoder_input", decoder_input, None)
@@ -179,24 +169,26 @@ class AttentionDecoder(Layer):
     ``s_i``: the recurrent state after reading ``y_{i-1}``; ``c_i``: its context from
     ``TimeAttention``; ``h~_i = tanh(W_c [c_i ; s_i] + b_c)``; logits ``W_o h~_i + b_o``.
 
+    Built from ``config``: as ``Decoder``, plus ``score``, ``attention_size`` and the encoder's
+    output width ``encoder_output_size`` (H_enc).
+
     Shapes:
         decoder_input: (N, T_dec) int.  encoder_states: (N, T_enc, H_enc).  source_mask: (N, T_enc) bool.
         returns logits: (N, T_dec, V); ``attention_weights``: (N, T_dec, T_enc).
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, cell: str = "lstm",
-                 num_layers: int = 1, residual: bool = False, score: str = "general", attention_size: int | None = None,
-                 rng=None, dtype=np.float64, reset_after: bool = False) -> None:
+    def __init__(self, config: Seq2seqConfig, rng=None) -> None:
         super().__init__()
         rng = init_rng(rng)
-        self.hidden_size, self.encoder_size = hidden_size, encoder_size
-        self.embed = self.add_child("embed", Embedding(vocab_size, embed_dim, rng=rng, dtype=dtype))
-        self.rnn = self.add_child("rnn", make_recurrent(cell, embed_dim, hidden_size, num_layers, False, residual,
-                                                         rng=rng, dtype=dtype, reset_after=reset_after))
-        self.attention = self.add_child("attention", TimeAttention(score, encoder_size, hidden_size, attention_size,
-                                                                   rng=rng, dtype=dtype))
-        self.combine = self.add_child("combine", Affine(encoder_size + hidden_size, hidden_size, rng=rng, dtype=dtype))
-        self.out = self.add_child("out", Affine(hidden_size, vocab_size, rng=rng, dtype=dtype))
+        c = self.config = config
+        dtype = np.dtype(c.dtype)
+        H, H_enc = self.hidden_size, self.encoder_size = c.decoder_hidden_size, c.encoder_output_size
+        self.embed = self.add_child("embed", Embedding(c.target_vocab_size, c.embed_dim, rng=rng, dtype=dtype))
+        self.rnn = self.add_child("rnn", _recurrent(c, c.embed_dim, H, False, rng))
+        self.attention = self.add_child("attention", TimeAttention(c.score, H_enc, H, c.attention_size, rng=rng,
+                                                                   dtype=dtype))
+        self.combine = self.add_child("combine", Affine(H_enc + H, H, rng=rng, dtype=dtype))
+        self.out = self.add_child("out", Affine(H, c.target_vocab_size, rng=rng, dtype=dtype))
         self._attentional = None
 
     @property
@@ -253,15 +245,18 @@ class Bridge(Layer):
     """Bahdanau's initial decoder state from a bidirectional encoder, per layer: ``s_0 = tanh(W_s h_1← + b_s)``.
 
     ``h_1←`` is the backward direction's state after it has read the whole source (it ends at
-    the first token). For an LSTM decoder the initial cell state is zero.
+    the first token). For an LSTM decoder the initial cell state is zero. One ``Affine``
+    (``hidden_size`` to ``decoder_hidden_size``) per layer of ``config``.
     """
 
-    def __init__(self, num_layers: int, encoder_hidden: int, decoder_hidden: int, lstm: bool, rng=None,
-                 dtype=np.float64) -> None:
+    def __init__(self, config: Seq2seqConfig, rng=None) -> None:
         super().__init__()
-        self.lstm = lstm
-        self.layers = [self.add_child(str(i), Affine(encoder_hidden, decoder_hidden, rng=rng, dtype=dtype))
-                       for i in range(num_layers)]
+        rng = init_rng(rng)
+        c = self.config = config
+        self.lstm = c.cell == "lstm"
+        self.layers = [self.add_child(str(i), Affine(c.hidden_size, c.decoder_hidden_size, rng=rng,
+                                                     dtype=np.dtype(c.dtype)))
+                       for i in range(c.num_layers)]
         self._cache = None
 
     @staticmethod
@@ -288,39 +283,6 @@ class Bridge(Layer):
         return grads
 
 
-@dataclass
-class Seq2seqConfig:
-    """The size and kind of a model. ``hidden_size`` is per direction in a bidirectional encoder;
-    the decoder is as wide as the encoder's output (``2 * hidden_size`` when bidirectional)."""
-
-    source_vocab_size: int
-    target_vocab_size: int
-    embed_dim: int = 32
-    hidden_size: int = 64
-    cell: str = "gru"
-    num_layers: int = 1
-    bidirectional: bool = True
-    residual: bool = False
-    score: str = "general"
-    attention_size: int | None = None
-    reset_after: bool = False
-    dtype: str = "float32"
-
-    def __post_init__(self) -> None:
-        if self.cell not in CELLS:
-            raise ValueError(f"cell: unknown recurrent cell {self.cell!r}; choose one of {sorted(CELLS)}")
-        if self.score not in SCORE_FUNCTIONS:
-            raise ValueError(f"score: unknown score function {self.score!r}; choose one of {sorted(SCORE_FUNCTIONS)}")
-        for name in ("source_vocab_size", "target_vocab_size", "embed_dim", "hidden_size", "num_layers"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 class _Model(Layer):
     """What both models share: the loss over the target, and the training step."""
 
@@ -342,14 +304,11 @@ class Seq2seq(_Model):
     def __init__(self, config: Seq2seqConfig, rng=None) -> None:
         super().__init__()
         rng = init_rng(rng)
-        c = self.config = config
-        dtype = np.dtype(c.dtype)
-        if c.bidirectional:
+        self.config = config
+        if config.bidirectional:
             raise ValueError("Seq2seq: the bottleneck baseline has a unidirectional encoder (bidirectional=False)")
-        self.encoder = self.add_child("encoder", Encoder(c.source_vocab_size, c.embed_dim, c.hidden_size, c.cell,
-                                                         c.num_layers, False, c.residual, rng, dtype, c.reset_after))
-        self.decoder = self.add_child("decoder", Decoder(c.target_vocab_size, c.embed_dim, c.hidden_size, c.cell,
-                                                         c.num_layers, c.residual, rng, dtype, c.reset_after))
+        self.encoder = self.add_child("encoder", Encoder(config, rng))
+        self.decoder = self.add_child("decoder", Decoder(config, rng))
 
     def forward(self, source, source_mask, decoder_input, decoder_target, target_mask=None) -> float:
         """The mean cross-entropy of the target tokens, under teacher forcing."""
@@ -373,19 +332,10 @@ class AttentionSeq2seq(_Model):
     def __init__(self, config: Seq2seqConfig, rng=None) -> None:
         super().__init__()
         rng = init_rng(rng)
-        c = self.config = config
-        dtype = np.dtype(c.dtype)
-        self.encoder = self.add_child("encoder", AttentionEncoder(
-            c.source_vocab_size, c.embed_dim, c.hidden_size, c.cell, c.num_layers, c.bidirectional, c.residual,
-            rng, dtype, c.reset_after))
-        decoder_hidden = self.encoder.output_size
-        self.bridge = None
-        if c.bidirectional:
-            self.bridge = self.add_child("bridge", Bridge(c.num_layers, c.hidden_size, decoder_hidden,
-                                                          c.cell == "lstm", rng, dtype))
-        self.decoder = self.add_child("decoder", AttentionDecoder(
-            c.target_vocab_size, c.embed_dim, decoder_hidden, self.encoder.output_size, c.cell, c.num_layers,
-            c.residual, c.score, c.attention_size, rng, dtype, c.reset_after))
+        self.config = config
+        self.encoder = self.add_child("encoder", AttentionEncoder(config, rng))
+        self.bridge = self.add_child("bridge", Bridge(config, rng)) if config.bidirectional else None
+        self.decoder = self.add_child("decoder", AttentionDecoder(config, rng))
 
     def _initial_state(self):
         state = self.encoder.final_state

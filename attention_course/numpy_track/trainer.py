@@ -1,7 +1,7 @@
-"""Training the NumPy models: one step (loss, backward, clip, Adam) and greedy evaluation.
+"""Training the NumPy models: one step (loss, backward, clip, Adam).
 
 The loop itself (batches, stopping rules, evaluation, progress) is ``attention_course.training``,
-shared with the torch track.
+shared with the torch track; greedy evaluation is ``decoding.greedy_translate``.
 """
 
 from __future__ import annotations
@@ -9,32 +9,11 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Callable
 
-import numpy as np
-
-from ..data import ParallelBatch, Vocabulary
-from ..training import TrainConfig, TrainResult, exact_match, run_training
+from ..data import ParallelBatch
+from ..training import TrainConfig, TrainResult, run_training
 from .optim import Adam, clip_grad_norm
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "greedy_translate", "exact_match"]
-
-
-def greedy_translate(model, batch: ParallelBatch, target_vocab: Vocabulary, max_length: int | None = None,
-                     chunk: int = 1024) -> tuple[list[str], np.ndarray]:
-    """Greedy outputs for every example of ``batch`` as strings, and the attention weights.
-
-    Returns the strings and weights (N, T_out, T_enc) (``None`` for a model without attention).
-    """
-    if max_length is None:
-        max_length = batch.decoder_target.shape[1]
-    texts, weights = [], []
-    for start in range(0, len(batch), chunk):
-        part = batch.subset(np.arange(start, min(start + chunk, len(batch))))
-        ids, w = model.generate(part.source, part.source_mask, target_vocab.bos_id, max_length, target_vocab.eos_id)
-        texts.extend(target_vocab.decode(row) for row in ids)
-        if w is not None:
-            pad = max_length - w.shape[1]
-            weights.append(np.pad(w, ((0, 0), (0, pad), (0, 0))) if pad else w)
-    return texts, (np.concatenate(weights) if weights else None)
+__all__ = ["Trainer"]
 
 
 class Trainer:

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..testing.shapes import ShapeError
+from ..core.shapes import ShapeError
 from .base import Layer
 
 __all__ = ["Bidirectional", "Stacked", "Residual"]

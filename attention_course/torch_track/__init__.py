@@ -1,18 +1,20 @@
-"""The torch track: the NumPy track's layers as device-agnostic ``nn.Module``s.
+"""The torch track: the course's layers as device-agnostic ``nn.Module``s.
 
-Same module names, class names, parameter names, layouts and initial values as
-``attention_course.numpy_track``; ``convert`` copies weights between the tracks. Nothing here
-picks a device: build on the CPU, then ``.to("cuda")``.
+Same module names, class names, parameter names, layouts and initial values as the NumPy
+track, built from the same neutral core (``attention_course.core``); it imports nothing of
+``numpy_track`` or ``testing``. ``attention_course.convert`` copies weights between the tracks.
+Nothing here picks a device: build on the CPU, then ``.to("cuda")``.
 """
 
+from ..core.configs import Seq2seqConfig
 from .attention import (SCORE_FUNCTIONS, AdditiveScore, Attention, AttentionWeight, DotScore, GeneralScore,
                         ScaledDotScore, TimeAttention, WeightSum, make_score)
-from .convert import numpy_to_torch, state_dict_to_numpy, torch_to_numpy
+from .decoding import greedy_decode, greedy_translate
 from .functional import scaled_dot_product_attention, scaled_dot_product_attention_reference
 from .layers import Affine, Embedding, Softmax, SoftmaxCrossEntropy, masked_softmax, softmax
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, Recurrent, RNNCell
 from .seq2seq import (AttentionDecoder, AttentionEncoder, AttentionSeq2seq, Bridge, Decoder, Encoder, Seq2seq,
-                      Seq2seqConfig, build_model, make_recurrent)
+                      build_model, make_recurrent)
 from .wrappers import Bidirectional, Residual, Stacked
 
 __all__ = [
@@ -20,7 +22,6 @@ __all__ = [
     "AttentionSeq2seq", "AttentionWeight", "Bidirectional", "Bridge", "Decoder", "DotScore", "Embedding", "Encoder",
     "GRU", "GRUCell", "GeneralScore", "LSTM", "LSTMCell", "RNN", "RNNCell", "Recurrent", "Residual",
     "ScaledDotScore", "Seq2seq", "Seq2seqConfig", "Softmax", "SoftmaxCrossEntropy", "Stacked", "TimeAttention",
-    "WeightSum", "build_model", "make_recurrent", "make_score", "masked_softmax", "numpy_to_torch",
-    "scaled_dot_product_attention", "scaled_dot_product_attention_reference", "softmax", "state_dict_to_numpy",
-    "torch_to_numpy",
+    "WeightSum", "build_model", "greedy_decode", "greedy_translate", "make_recurrent", "make_score",
+    "masked_softmax", "scaled_dot_product_attention", "scaled_dot_product_attention_reference", "softmax",
 ]

@@ -12,9 +12,10 @@ import math
 import torch
 from torch import nn
 
-from ..numpy_track import attention as reference
-from ..numpy_track.base import init_rng
-from .base import ShapeError, check_tensor, params_from_reference
+from ..core import initializers
+from ..core.initializers import init_rng
+from ..core.registries import bind, score_sizes
+from .base import ShapeError, check_tensor, register_params
 from .functional import scaled_dot_product_attention
 from .layers import masked_softmax
 
@@ -23,22 +24,21 @@ __all__ = ["SCORE_FUNCTIONS", "DotScore", "ScaledDotScore", "GeneralScore", "Add
 
 
 class _Score(nn.Module):
-    reference_class = None
+    name = None
 
-    def __init__(self, encoder_size: int, decoder_size: int, attention_size: int | None = None, rng=None,
+    def __init__(self, encoder_size: int, decoder_size: int, attention_size: int | None = None, *, rng=None,
                  dtype=torch.float32) -> None:
         super().__init__()
-        ref = self.reference_class(encoder_size, decoder_size, attention_size, rng=init_rng(rng))
-        self.encoder_size, self.decoder_size = ref.encoder_size, ref.decoder_size
-        self.attention_size = getattr(ref, "attention_size", None)
-        params_from_reference(self, ref, dtype)
+        self.encoder_size, self.decoder_size = score_sizes(self.name, encoder_size, decoder_size)
+        initial = initializers.score(init_rng(rng), self.name, self.encoder_size, self.decoder_size, attention_size)
+        self.attention_size = initial["v_a"].shape[0] if "v_a" in initial else None
+        register_params(self, initial, dtype)
 
 
 class DotScore(_Score):
     """``e_ij = s_i . h_j``.  Shapes: encoder (N, T_enc, H), decoder (N, T_dec, H) -> (N, T_dec, T_enc)."""
 
     name = "dot"
-    reference_class = reference.DotScore
 
     def forward(self, encoder_states: torch.Tensor, decoder_states: torch.Tensor) -> torch.Tensor:
         return decoder_states @ encoder_states.transpose(-1, -2)
@@ -48,7 +48,6 @@ class ScaledDotScore(DotScore):
     """``e_ij = s_i . h_j / sqrt(H)``."""
 
     name = "scaled_dot"
-    reference_class = reference.ScaledDotScore
 
     def forward(self, encoder_states: torch.Tensor, decoder_states: torch.Tensor) -> torch.Tensor:
         return super().forward(encoder_states, decoder_states) / math.sqrt(self.encoder_size)
@@ -58,7 +57,6 @@ class GeneralScore(_Score):
     """``e_ij = s_i^T W_a h_j``.  W_a: (H_dec, H_enc)."""
 
     name = "general"
-    reference_class = reference.GeneralScore
 
     def forward(self, encoder_states: torch.Tensor, decoder_states: torch.Tensor) -> torch.Tensor:
         return (decoder_states @ self.W_a) @ encoder_states.transpose(-1, -2)
@@ -68,7 +66,6 @@ class AdditiveScore(_Score):
     """``e_ij = v_a^T tanh(W_a s_i + U_a h_j)``.  W_a: (H_dec, A), U_a: (H_enc, A), v_a: (A,)."""
 
     name = "additive"
-    reference_class = reference.AdditiveScore
 
     def forward(self, encoder_states: torch.Tensor, decoder_states: torch.Tensor) -> torch.Tensor:
         ws = decoder_states @ self.W_a  # (N, T_dec, A)
@@ -76,14 +73,13 @@ class AdditiveScore(_Score):
         return torch.tanh(ws.unsqueeze(2) + uh.unsqueeze(1)) @ self.v_a  # (N, T_dec, T_enc)
 
 
-SCORE_FUNCTIONS = {cls.name: cls for cls in (DotScore, GeneralScore, AdditiveScore, ScaledDotScore)}
+SCORE_FUNCTIONS = bind("score", {cls.name: cls for cls in (DotScore, GeneralScore, AdditiveScore, ScaledDotScore)})
 
 
-def make_score(score: str, encoder_size: int, decoder_size: int, attention_size: int | None = None, rng=None,
+def make_score(score: str, encoder_size: int, decoder_size: int, attention_size: int | None = None, *, rng=None,
                dtype=torch.float32) -> nn.Module:
     """The score module named ``score``: one of "dot", "general", "additive", "scaled_dot"."""
-    if score not in SCORE_FUNCTIONS:
-        raise ValueError(f"score: unknown score function {score!r}; choose one of {sorted(SCORE_FUNCTIONS)}")
+    score_sizes(score, encoder_size, decoder_size)  # an unknown name or impossible widths: the clear error
     return SCORE_FUNCTIONS[score](encoder_size, decoder_size, attention_size, rng=rng, dtype=dtype)
 
 
@@ -108,13 +104,13 @@ class AttentionWeight(nn.Module):
     """
 
     def __init__(self, score: str = "dot", encoder_size: int | None = None, decoder_size: int | None = None,
-                 attention_size: int | None = None, rng=None, dtype=torch.float32) -> None:
+                 attention_size: int | None = None, *, rng=None, dtype=torch.float32) -> None:
         super().__init__()
         self.score_name = score
-        encoder_size, decoder_size = reference.score_sizes(score, encoder_size, decoder_size)
+        encoder_size, decoder_size = score_sizes(score, encoder_size, decoder_size)
         self.score = None
         if encoder_size is not None:
-            self.score = make_score(score, encoder_size, decoder_size, attention_size, rng, dtype)
+            self.score = make_score(score, encoder_size, decoder_size, attention_size, rng=rng, dtype=dtype)
 
     def _score_for(self, encoder_states: torch.Tensor) -> nn.Module:
         if self.score is None:  # a parameter-free score whose width is learned from the first call
@@ -149,9 +145,10 @@ class Attention(nn.Module):
     """
 
     def __init__(self, score: str = "dot", encoder_size: int | None = None, decoder_size: int | None = None,
-                 attention_size: int | None = None, rng=None, dtype=torch.float32) -> None:
+                 attention_size: int | None = None, *, rng=None, dtype=torch.float32) -> None:
         super().__init__()
-        self.attention_weight = AttentionWeight(score, encoder_size, decoder_size, attention_size, rng, dtype)
+        self.attention_weight = AttentionWeight(score, encoder_size, decoder_size, attention_size, rng=rng,
+                                                dtype=dtype)
         self.weight_sum = WeightSum()
         self.attention_weights = None
 

@@ -1,8 +1,9 @@
-"""What every torch-track module shares: parameters initialised exactly as the NumPy track's.
+"""What every torch-track module shares: initial values from the neutral core, dtypes, shape checks.
 
-Each module builds its NumPy counterpart with the same ``rng`` and takes its initial values,
-so the two tracks start from identical weights for the same seed, under the same names
-(``W_x``, ``W_h``, ``W_a``, ...) and in the same layout: ``convert`` copies them name for name.
+Parameters are registered from ``attention_course.core.initializers`` (plain NumPy arrays, the
+same the NumPy track draws for the same seed), so the two tracks start from identical weights
+under the same names (``W_x``, ``W_h``, ``W_a``, ...) and in the same layout, without either
+building the other's layers: ``attention_course.convert`` copies them name for name.
 
 Nothing here chooses a device: modules are created on the CPU and moved with ``.to(device)``;
 tensors made inside ``forward`` take ``device=``/``dtype=`` from an input.
@@ -14,9 +15,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..testing.shapes import ShapeError
+from ..core.shapes import ShapeError, assert_shape
 
-__all__ = ["params_from_reference", "resolve_dtype", "check_tensor", "ShapeError"]
+__all__ = ["register_params", "resolve_dtype", "check_tensor", "ShapeError", "BATCH_FIELDS", "batch_to_tensors"]
+
+# The arrays of a ``ParallelBatch`` that a model's forward pass takes, in its order.
+BATCH_FIELDS = ("source", "source_mask", "decoder_input", "decoder_target", "target_mask")
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -31,17 +35,15 @@ def resolve_dtype(dtype) -> torch.dtype:
     return _DTYPES[name]
 
 
-def params_from_reference(module: nn.Module, reference, dtype) -> None:
-    """Register every parameter of the NumPy layer ``reference`` on ``module``, same name and value."""
+def register_params(module: nn.Module, initial: dict[str, np.ndarray], dtype) -> None:
+    """Register each initial value (from ``core.initializers``) on ``module`` as a parameter of ``dtype``."""
     dtype = resolve_dtype(dtype)
-    for name, value in reference.params.items():
-        module.register_parameter(name, nn.Parameter(torch.from_numpy(np.array(value)).to(dtype)))
+    for name, value in initial.items():
+        module.register_parameter(name, nn.Parameter(torch.from_numpy(value).to(dtype)))
 
 
 def check_tensor(name: str, tensor, expected, sizes: dict | None = None, kind: str = "float") -> dict:
-    """Shape and dtype-kind check with a message naming the argument (see ``testing.shapes``)."""
-    from ..testing.shapes import assert_shape
-
+    """Shape and dtype-kind check with a message naming the argument (see ``core.shapes``)."""
     if not isinstance(tensor, torch.Tensor):
         raise ShapeError(f"{name}: expected a torch tensor, got {type(tensor).__name__}")
     ok = {"float": tensor.is_floating_point(), "int": not tensor.is_floating_point() and tensor.dtype != torch.bool
@@ -50,3 +52,8 @@ def check_tensor(name: str, tensor, expected, sizes: dict | None = None, kind: s
         article = "an" if kind == "int" else "a"
         raise ShapeError(f"{name}: expected {article} {kind} tensor, got dtype {tensor.dtype}")
     return assert_shape(name, tensor, expected, sizes)
+
+
+def batch_to_tensors(batch, device) -> dict[str, torch.Tensor]:
+    """The arrays of a ``ParallelBatch`` as tensors on ``device``, by field name."""
+    return {name: torch.from_numpy(np.ascontiguousarray(getattr(batch, name))).to(device) for name in BATCH_FIELDS}

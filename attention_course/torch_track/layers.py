@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..numpy_track import layers as reference
-from ..numpy_track.base import init_rng
-from .base import ShapeError, check_tensor, params_from_reference
+from ..core import initializers
+from ..core.initializers import init_rng
+from .base import ShapeError, check_tensor, register_params
 
 __all__ = ["Embedding", "Affine", "Softmax", "softmax", "masked_softmax", "SoftmaxCrossEntropy"]
 
@@ -24,10 +24,10 @@ class Embedding(nn.Module):
         ids: (...) integer, values in [0, V).  W: (V, D).  returns: (..., D).
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, rng=None, dtype=torch.float32) -> None:
+    def __init__(self, vocab_size: int, embed_dim: int, *, rng=None, dtype=torch.float32) -> None:
         super().__init__()
         self.vocab_size, self.embed_dim = vocab_size, embed_dim
-        params_from_reference(self, reference.Embedding(vocab_size, embed_dim, rng=init_rng(rng)), dtype)
+        register_params(self, initializers.embedding(init_rng(rng), vocab_size, embed_dim), dtype)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.dtype == torch.bool:
@@ -47,10 +47,11 @@ class Affine(nn.Module):
         x: (..., D_in).  W: (D_in, D_out).  b: (D_out,).  returns: (..., D_out).
     """
 
-    def __init__(self, in_features: int, out_features: int, rng=None, dtype=torch.float32, bias: bool = True) -> None:
+    def __init__(self, in_features: int, out_features: int, *, bias: bool = True, rng=None,
+                 dtype=torch.float32) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        params_from_reference(self, reference.Affine(in_features, out_features, rng=init_rng(rng), bias=bias), dtype)
+        register_params(self, initializers.affine(init_rng(rng), in_features, out_features, bias), dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1:] != (self.in_features,):

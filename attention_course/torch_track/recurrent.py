@@ -1,9 +1,14 @@
 """Recurrent layers in torch: RNN, LSTM and GRU cells and time-unrolled layers.
 
-The same equations, parameter names and layouts as ``attention_course.numpy_track.recurrent``
-(read its docstring for the conventions: LSTM gates (i, f, g, o); the GRU in the lectures' form,
-``h_t = (1 - z) * h_{t-1} + z * n``, or torch's with ``reset_after=True``; masks True on real
-tokens with padding at the end; a padded step keeps the state and outputs zeros).
+The same equations, parameter names and layouts as the NumPy track's ``recurrent``:
+
+* RNN:  ``h_t = tanh(x_t W_x + h_{t-1} W_h + b)``.
+* LSTM: gates (i, f, g, o) as in ``torch.nn.LSTM``: ``c_t = f * c_{t-1} + i * g``,
+  ``h_t = o * tanh(c_t)``.
+* GRU in the lectures' form, gates (r, z, n): ``h_t = (1 - z) * h_{t-1} + z * n`` with
+  ``n = tanh(x W_xn + b_n + (r * h_{t-1}) W_hn + b_hn)``; with ``reset_after=True`` torch's form,
+  ``n = tanh(x W_xn + b_n + r * (h_{t-1} W_hn + b_hn))``.
+* Masks are True on real tokens, padding at the end; a padded step keeps the state and outputs zeros.
 
 Two ways to run a time-unrolled layer, same results:
 
@@ -11,7 +16,7 @@ Two ways to run a time-unrolled layer, same results:
   ``nn.LSTM`` and ``nn.GRU`` use (cuDNN on a GPU), with padded batches packed so that each
   sequence stops at its true last token (and, reversed, starts there). It exists for the RNN, the
   LSTM and the GRU with ``reset_after=True``; our GRU's update gate is torch's ``1 - z``, so its
-  z block enters the kernel negated.
+  z block enters the kernel negated (``core.registries`` documents the convention).
 * ``fused=False``, and always for the lectures' GRU: a Python loop over the steps, written like
   the equations (the version to read).
 """
@@ -24,9 +29,10 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from ..numpy_track import recurrent as reference
-from ..numpy_track.base import init_rng
-from .base import check_tensor, params_from_reference
+from ..core import initializers
+from ..core.initializers import init_rng
+from ..core.registries import cell_spec
+from .base import check_tensor, register_params, resolve_dtype
 
 __all__ = ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU", "Recurrent", "reverse_padded"]
 
@@ -38,15 +44,15 @@ class RNNCell(nn.Module):
         x: (N, D).  state h: (N, H).  W_x: (D, H).  W_h: (H, H).  b: (H,).
     """
 
-    reference_class = reference.RNNCell
-    gates = 1
-    state_size = 1
+    spec = cell_spec("rnn")  # the registry's entry: gates and state
     fused_kernel = "rnn_tanh"
 
-    def __init__(self, input_size: int, hidden_size: int, rng=None, dtype=torch.float32, **options) -> None:
+    def __init__(self, input_size: int, hidden_size: int, *, rng=None, dtype=torch.float32) -> None:
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
-        params_from_reference(self, self.reference_class(input_size, hidden_size, rng=init_rng(rng), **options), dtype)
+        self.gates, self.state_size = self.spec.num_gates, len(self.spec.state)
+        register_params(self, initializers.recurrent_cell(init_rng(rng), self.spec.name, input_size, hidden_size),
+                        dtype)
 
     @property
     def can_fuse(self) -> bool:
@@ -97,9 +103,7 @@ class LSTMCell(RNNCell):
         x: (N, D).  state (h, c): (N, H) each.  W_x: (D, 4H).  W_h: (H, 4H).  b: (4H,).
     """
 
-    reference_class = reference.LSTMCell
-    gates = 4
-    state_size = 2
+    spec = cell_spec("lstm")
     fused_kernel = "lstm"
 
     def step(self, xw, state):
@@ -116,13 +120,16 @@ class GRUCell(RNNCell):
         x: (N, D).  state h: (N, H).  W_x: (D, 3H).  W_h: (H, 3H).  b, b_h: (3H,).
     """
 
-    reference_class = reference.GRUCell
-    gates = 3
+    spec = cell_spec("gru")
     fused_kernel = "gru"
 
-    def __init__(self, input_size: int, hidden_size: int, rng=None, dtype=torch.float32, reset_after: bool = False) -> None:
-        super().__init__(input_size, hidden_size, rng=rng, dtype=dtype, reset_after=reset_after)
+    def __init__(self, input_size: int, hidden_size: int, *, reset_after: bool = False, rng=None,
+                 dtype=torch.float32) -> None:
+        super().__init__(input_size, hidden_size, rng=rng, dtype=dtype)
         self.reset_after = reset_after
+        # For the fused kernels (torch's update gate is our 1 - z); a buffer, so it moves with .to(device).
+        signs = torch.from_numpy(self.spec.torch_gate_signs(hidden_size)).to(resolve_dtype(dtype))
+        self.register_buffer("torch_gate_signs", signs, persistent=False)
 
     @property
     def can_fuse(self) -> bool:
@@ -145,10 +152,8 @@ class GRUCell(RNNCell):
         return (h_prev + z * (n - h_prev),)
 
     def fused_weights(self) -> list[torch.Tensor]:
-        # torch's update gate is our 1 - z = sigmoid(-a): negate the z block.
-        H = self.hidden_size
-        sign = self.W_x.new_ones(3 * H)
-        sign[H:2 * H] = -1
+        # torch's update gate is our 1 - z = sigmoid(-a): the z block enters negated.
+        sign = self.torch_gate_signs
         return [(self.W_x * sign).t().contiguous(), (self.W_h * sign).t().contiguous(), self.b * sign, self.b_h * sign]
 
 
@@ -192,8 +197,8 @@ class Recurrent(nn.Module):
 
     cell_class = RNNCell
 
-    def __init__(self, input_size: int, hidden_size: int, stateful: bool = False, reverse: bool = False, rng=None,
-                 dtype=torch.float32, fused: bool = True, **cell_options) -> None:
+    def __init__(self, input_size: int, hidden_size: int, *, stateful: bool = False, reverse: bool = False,
+                 fused: bool = True, rng=None, dtype=torch.float32, **cell_options) -> None:
         super().__init__()
         self.cell = self.cell_class(input_size, hidden_size, rng=rng, dtype=dtype, **cell_options)
         self.input_size, self.hidden_size = input_size, hidden_size
@@ -309,7 +314,7 @@ class GRU(Recurrent):
 
     cell_class = GRUCell
 
-    def __init__(self, input_size: int, hidden_size: int, stateful: bool = False, reverse: bool = False, rng=None,
-                 dtype=torch.float32, fused: bool = True, reset_after: bool = False) -> None:
-        super().__init__(input_size, hidden_size, stateful=stateful, reverse=reverse, rng=rng, dtype=dtype,
-                         fused=fused, reset_after=reset_after)
+    def __init__(self, input_size: int, hidden_size: int, *, stateful: bool = False, reverse: bool = False,
+                 reset_after: bool = False, fused: bool = True, rng=None, dtype=torch.float32) -> None:
+        super().__init__(input_size, hidden_size, stateful=stateful, reverse=reverse, fused=fused, rng=rng,
+                         dtype=dtype, reset_after=reset_after)

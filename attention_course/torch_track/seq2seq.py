@@ -1,9 +1,17 @@
-"""Encoders, decoders and the two models in torch (see ``numpy_track.seq2seq`` for the story).
+"""Encoders, decoders and the two models in torch.
 
-Same classes, parameter names and initial values as the NumPy track for the same seed; the
-config is the same ``Seq2seqConfig``. What makes training fast here: the decoder's recurrent
-layer runs over the whole teacher-forced target in one fused call (cuDNN on a GPU, for the LSTM
-and the GRU with ``reset_after=True``), and attention covers every decoder step at once.
+* ``Seq2seq`` (chapter 1): the encoder squeezes the whole source into its final state, the only
+  thing the decoder sees: the bottleneck.
+* ``AttentionSeq2seq`` (chapters 2-7): the ``AttentionEncoder`` keeps every hidden state; the
+  ``AttentionDecoder`` attends over them at every step and combines context and state (Luong et
+  al. 2015), ``h~_i = tanh(W_c [c_i ; s_i] + b_c)``; with a bidirectional encoder the decoder starts
+  from ``s_0 = tanh(W_s h_1← + b_s)`` (Bahdanau et al. 2015), one bridge per layer.
+
+Same classes, parameter names and initial values as the NumPy track for the same seed, built
+from the same ``Seq2seqConfig``. What makes training fast here: the decoder's recurrent layer
+runs over the whole teacher-forced target in one fused call (cuDNN on a GPU, for the LSTM and the
+GRU with ``reset_after=True``), and attention covers every decoder step at once. ``fused=False``
+runs the recurrent layers as Python loops over the steps instead (the version to read).
 """
 
 from __future__ import annotations
@@ -11,9 +19,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..numpy_track.base import init_rng
-from ..numpy_track.seq2seq import CELLS as _CELL_NAMES
-from ..numpy_track.seq2seq import Seq2seqConfig, stack_layers
+from ..core.configs import Seq2seqConfig
+from ..core.initializers import init_rng
+from ..core.layer_stack import stack_layers
+from ..core.registries import bind
 from .attention import TimeAttention
 from .base import check_tensor, resolve_dtype
 from .layers import Affine, Embedding, SoftmaxCrossEntropy
@@ -23,16 +32,24 @@ from .wrappers import Bidirectional, Residual, Stacked
 __all__ = ["CELLS", "make_recurrent", "Encoder", "AttentionEncoder", "Decoder", "AttentionDecoder", "Bridge",
            "Seq2seqConfig", "Seq2seq", "AttentionSeq2seq", "build_model"]
 
-CELLS = {"rnn": RNN, "lstm": LSTM, "gru": GRU}
-assert set(CELLS) == set(_CELL_NAMES)
+CELLS = bind("cell", {"rnn": RNN, "lstm": LSTM, "gru": GRU})
 
 
-def make_recurrent(cell: str, input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: bool = False,
-                   residual: bool = False, rng=None, dtype=torch.float32, reset_after: bool = False,
-                   fused: bool = True) -> Stacked:
+def make_recurrent(cell: str, input_size: int, hidden_size: int, *, num_layers: int = 1, bidirectional: bool = False,
+                   residual: bool = False, reset_after: bool = False, fused: bool = True, rng=None,
+                   dtype=torch.float32) -> Stacked:
     """``num_layers`` recurrent layers, optionally bidirectional, with skip connections from layer 2 on."""
-    return stack_layers(CELLS, (Bidirectional, Residual, Stacked), cell, input_size, hidden_size, num_layers,
-                        bidirectional, residual, rng=init_rng(rng), dtype=dtype, reset_after=reset_after, fused=fused)
+    return stack_layers(CELLS, (Bidirectional, Residual, Stacked), cell, input_size, hidden_size,
+                        num_layers=num_layers, bidirectional=bidirectional, residual=residual,
+                        reset_after=reset_after, fused=fused, rng=init_rng(rng), dtype=resolve_dtype(dtype))
+
+
+def _recurrent(config: Seq2seqConfig, input_size: int, hidden_size: int, bidirectional: bool, rng,
+               fused: bool) -> Stacked:
+    """The recurrent layers of an encoder or decoder, as ``config`` describes them."""
+    return make_recurrent(config.cell, input_size, hidden_size, num_layers=config.num_layers,
+                          bidirectional=bidirectional, residual=config.residual, reset_after=config.reset_after,
+                          fused=fused, rng=rng, dtype=config.dtype)
 
 
 def _check_tokens(name: str, ids, mask) -> dict:
@@ -43,16 +60,18 @@ def _check_tokens(name: str, ids, mask) -> dict:
 
 
 class Encoder(nn.Module):
-    """Embedding and recurrent layers; ``forward`` returns only the final state (the bottleneck)."""
+    """Embedding and recurrent layers; ``forward`` returns only the final state (the bottleneck).
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, cell: str = "lstm", num_layers: int = 1,
-                 bidirectional: bool = False, residual: bool = False, rng=None, dtype=torch.float32,
-                 reset_after: bool = False, fused: bool = True) -> None:
+    Built from ``config``: ``source_vocab_size``, ``embed_dim``, ``hidden_size`` (per direction),
+    ``cell``, ``num_layers``, ``bidirectional``, ``residual``, ``reset_after``, ``dtype``.
+    """
+
+    def __init__(self, config: Seq2seqConfig, rng=None, *, fused: bool = True) -> None:
         super().__init__()
         rng = init_rng(rng)
-        self.embed = Embedding(vocab_size, embed_dim, rng=rng, dtype=dtype)
-        self.rnn = make_recurrent(cell, embed_dim, hidden_size, num_layers, bidirectional, residual, rng=rng,
-                                  dtype=dtype, reset_after=reset_after, fused=fused)
+        c = self.config = config
+        self.embed = Embedding(c.source_vocab_size, c.embed_dim, rng=rng, dtype=resolve_dtype(c.dtype))
+        self.rnn = _recurrent(c, c.embed_dim, c.hidden_size, c.bidirectional, rng, fused)
         self.final_state = None
 
     @property
@@ -78,17 +97,20 @@ class AttentionEncoder(Encoder):
 
 
 class Decoder(nn.Module):
-    """The plain seq2seq decoder: embedding, recurrent layers from the encoder's state, affine."""
+    """The plain seq2seq decoder: embedding, recurrent layers from the encoder's state, affine.
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, cell: str = "lstm", num_layers: int = 1,
-                 residual: bool = False, rng=None, dtype=torch.float32, reset_after: bool = False,
-                 fused: bool = True) -> None:
+    Built from ``config``: ``target_vocab_size``, ``embed_dim``, ``decoder_hidden_size``, ``cell``,
+    ``num_layers``, ``residual``, ``reset_after``, ``dtype``; always unidirectional.
+    """
+
+    def __init__(self, config: Seq2seqConfig, rng=None, *, fused: bool = True) -> None:
         super().__init__()
         rng = init_rng(rng)
-        self.embed = Embedding(vocab_size, embed_dim, rng=rng, dtype=dtype)
-        self.rnn = make_recurrent(cell, embed_dim, hidden_size, num_layers, False, residual, rng=rng, dtype=dtype,
-                                  reset_after=reset_after, fused=fused)
-        self.out = Affine(hidden_size, vocab_size, rng=rng, dtype=dtype)
+        c = self.config = config
+        dtype, H = resolve_dtype(c.dtype), c.decoder_hidden_size
+        self.embed = Embedding(c.target_vocab_size, c.embed_dim, rng=rng, dtype=dtype)
+        self.rnn = _recurrent(c, c.embed_dim, H, False, rng, fused)
+        self.out = Affine(H, c.target_vocab_size, rng=rng, dtype=dtype)
 
     def forward(self, decoder_input: torch.Tensor, initial_state) -> torch.Tensor:
         _check_tokens("decoder_input", decoder_input, None)
@@ -115,20 +137,23 @@ class Decoder(nn.Module):
 
 
 class AttentionDecoder(nn.Module):
-    """Attend over the encoder states at every step: ``h~_i = tanh(W_c [c_i ; s_i] + b_c)``, logits ``W_o h~_i + b_o``."""
+    """Attend over the encoder states at every step: ``h~_i = tanh(W_c [c_i ; s_i] + b_c)``, logits ``W_o h~_i + b_o``.
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, encoder_size: int, cell: str = "lstm",
-                 num_layers: int = 1, residual: bool = False, score: str = "general", attention_size: int | None = None,
-                 rng=None, dtype=torch.float32, reset_after: bool = False, fused: bool = True) -> None:
+    Built from ``config``: as ``Decoder``, plus ``score``, ``attention_size`` and the encoder's
+    output width ``encoder_output_size`` (H_enc).
+    """
+
+    def __init__(self, config: Seq2seqConfig, rng=None, *, fused: bool = True) -> None:
         super().__init__()
         rng = init_rng(rng)
-        self.hidden_size, self.encoder_size = hidden_size, encoder_size
-        self.embed = Embedding(vocab_size, embed_dim, rng=rng, dtype=dtype)
-        self.rnn = make_recurrent(cell, embed_dim, hidden_size, num_layers, False, residual, rng=rng, dtype=dtype,
-                                  reset_after=reset_after, fused=fused)
-        self.attention = TimeAttention(score, encoder_size, hidden_size, attention_size, rng=rng, dtype=dtype)
-        self.combine = Affine(encoder_size + hidden_size, hidden_size, rng=rng, dtype=dtype)
-        self.out = Affine(hidden_size, vocab_size, rng=rng, dtype=dtype)
+        c = self.config = config
+        dtype = resolve_dtype(c.dtype)
+        H, H_enc = self.hidden_size, self.encoder_size = c.decoder_hidden_size, c.encoder_output_size
+        self.embed = Embedding(c.target_vocab_size, c.embed_dim, rng=rng, dtype=dtype)
+        self.rnn = _recurrent(c, c.embed_dim, H, False, rng, fused)
+        self.attention = TimeAttention(c.score, H_enc, H, c.attention_size, rng=rng, dtype=dtype)
+        self.combine = Affine(H_enc + H, H, rng=rng, dtype=dtype)
+        self.out = Affine(H, c.target_vocab_size, rng=rng, dtype=dtype)
 
     @property
     def attention_weights(self) -> torch.Tensor | None:
@@ -166,14 +191,20 @@ class AttentionDecoder(nn.Module):
 
 
 class Bridge(nn.Module):
-    """``s_0 = tanh(W_s h_1← + b_s)`` per layer, from the backward direction's final state."""
+    """``s_0 = tanh(W_s h_1← + b_s)`` per layer, from the backward direction's final state.
 
-    def __init__(self, num_layers: int, encoder_hidden: int, decoder_hidden: int, lstm: bool, rng=None,
-                 dtype=torch.float32) -> None:
+    One ``Affine`` (``hidden_size`` to ``decoder_hidden_size``) per layer of ``config``; for an LSTM
+    decoder the initial cell state is zero.
+    """
+
+    def __init__(self, config: Seq2seqConfig, rng=None) -> None:
         super().__init__()
-        self.lstm = lstm
-        for index in range(num_layers):
-            self.add_module(str(index), Affine(encoder_hidden, decoder_hidden, rng=rng, dtype=dtype))
+        rng = init_rng(rng)
+        c = self.config = config
+        self.lstm = c.cell == "lstm"
+        for index in range(c.num_layers):
+            self.add_module(str(index), Affine(c.hidden_size, c.decoder_hidden_size, rng=rng,
+                                               dtype=resolve_dtype(c.dtype)))
 
     def forward(self, encoder_final_state: list) -> list:
         initial = []
@@ -200,17 +231,14 @@ class _Model(nn.Module):
 class Seq2seq(_Model):
     """The bottleneck baseline: an ``Encoder`` whose final state starts a ``Decoder``."""
 
-    def __init__(self, config: Seq2seqConfig, rng=None, fused: bool = True) -> None:
+    def __init__(self, config: Seq2seqConfig, rng=None, *, fused: bool = True) -> None:
         super().__init__()
         rng = init_rng(rng)
-        c = self.config = config
-        dtype = resolve_dtype(c.dtype)
-        if c.bidirectional:
+        self.config = config
+        if config.bidirectional:
             raise ValueError("Seq2seq: the bottleneck baseline has a unidirectional encoder (bidirectional=False)")
-        self.encoder = Encoder(c.source_vocab_size, c.embed_dim, c.hidden_size, c.cell, c.num_layers, False,
-                               c.residual, rng, dtype, c.reset_after, fused)
-        self.decoder = Decoder(c.target_vocab_size, c.embed_dim, c.hidden_size, c.cell, c.num_layers, c.residual,
-                               rng, dtype, c.reset_after, fused)
+        self.encoder = Encoder(config, rng, fused=fused)
+        self.decoder = Decoder(config, rng, fused=fused)
 
     def forward(self, source, source_mask, decoder_input, decoder_target, target_mask=None) -> torch.Tensor:
         """The mean cross-entropy of the target tokens, under teacher forcing."""
@@ -227,19 +255,13 @@ class Seq2seq(_Model):
 class AttentionSeq2seq(_Model):
     """Seq2seq with attention: ``AttentionEncoder`` (bidirectional by default) and ``AttentionDecoder``."""
 
-    def __init__(self, config: Seq2seqConfig, rng=None, fused: bool = True) -> None:
+    def __init__(self, config: Seq2seqConfig, rng=None, *, fused: bool = True) -> None:
         super().__init__()
         rng = init_rng(rng)
-        c = self.config = config
-        dtype = resolve_dtype(c.dtype)
-        self.encoder = AttentionEncoder(c.source_vocab_size, c.embed_dim, c.hidden_size, c.cell, c.num_layers,
-                                        c.bidirectional, c.residual, rng, dtype, c.reset_after, fused)
-        decoder_hidden = self.encoder.output_size
-        self.bridge = Bridge(c.num_layers, c.hidden_size, decoder_hidden, c.cell == "lstm", rng, dtype) \
-            if c.bidirectional else None
-        self.decoder = AttentionDecoder(c.target_vocab_size, c.embed_dim, decoder_hidden, self.encoder.output_size,
-                                        c.cell, c.num_layers, c.residual, c.score, c.attention_size, rng, dtype,
-                                        c.reset_after, fused)
+        self.config = config
+        self.encoder = AttentionEncoder(config, rng, fused=fused)
+        self.bridge = Bridge(config, rng) if config.bidirectional else None
+        self.decoder = AttentionDecoder(config, rng, fused=fused)
 
     def _initial_state(self):
         state = self.encoder.final_state
@@ -263,9 +285,9 @@ class AttentionSeq2seq(_Model):
         return self.decoder.generate(encoder_states, self._initial_state(), source_mask, start_id, max_length, stop_id)
 
 
-def build_model(kind: str, config: Seq2seqConfig, rng=None, fused: bool = True) -> _Model:
+def build_model(kind: str, config: Seq2seqConfig, rng=None, *, fused: bool = True) -> _Model:
     """``"attention"`` for ``AttentionSeq2seq``, ``"seq2seq"`` for the bottleneck ``Seq2seq``."""
     models = {"attention": AttentionSeq2seq, "seq2seq": Seq2seq}
     if kind not in models:
         raise ValueError(f"model: unknown kind {kind!r}; choose one of {sorted(models)}")
-    return models[kind](config, rng, fused)
+    return models[kind](config, rng, fused=fused)

@@ -1,8 +1,9 @@
 """Training the torch models: the whole training set on the device once, fused optimizer steps,
-optional bfloat16 autocast on CUDA, and greedy evaluation.
+optional bfloat16 autocast on CUDA.
 
 The loop (batches, stopping rules, evaluation, progress) is ``attention_course.training``,
-shared with the NumPy track; losses stay on the device until the loop reads them.
+shared with the NumPy track; losses stay on the device until the loop reads them. Greedy
+evaluation is ``decoding.greedy_translate``.
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..data import ParallelBatch, Vocabulary
-from ..training import TrainConfig, TrainResult, exact_match, run_training
+from ..core.configs import OptionError
+from ..data import ParallelBatch
+from ..training import TrainConfig, TrainResult, run_training
+from .base import BATCH_FIELDS, batch_to_tensors
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "greedy_translate", "exact_match", "resolve_device",
-           "batch_to_tensors"]
-
-_FIELDS = ("source", "source_mask", "decoder_input", "decoder_target", "target_mask")
+__all__ = ["Trainer", "DeviceError", "resolve_device", "check_amp"]
 
 
-class DeviceError(ValueError):
+class DeviceError(OptionError):
     """A device that cannot be used here (e.g. "cuda" without a GPU)."""
 
 
@@ -44,34 +44,10 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return device
 
 
-def batch_to_tensors(batch: ParallelBatch, device) -> dict[str, torch.Tensor]:
-    return {name: torch.from_numpy(np.ascontiguousarray(getattr(batch, name))).to(device) for name in _FIELDS}
-
-
-@torch.no_grad()
-def greedy_translate(model, batch: ParallelBatch, target_vocab: Vocabulary, max_length: int | None = None,
-                     chunk: int = 1024) -> tuple[list[str], np.ndarray | None]:
-    """Greedy outputs as strings and the attention weights (N, T_out, T_enc) as a NumPy array."""
-    if max_length is None:
-        max_length = batch.decoder_target.shape[1]
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    texts, weights = [], []
-    try:
-        for start in range(0, len(batch), chunk):
-            part = batch.subset(np.arange(start, min(start + chunk, len(batch))))
-            tensors = batch_to_tensors(part, device)
-            ids, w = model.generate(tensors["source"], tensors["source_mask"], target_vocab.bos_id, max_length,
-                                    target_vocab.eos_id)
-            texts.extend(target_vocab.decode(row) for row in ids.cpu().numpy())
-            if w is not None:
-                w = w.float().cpu().numpy()
-                pad = max_length - w.shape[1]
-                weights.append(np.pad(w, ((0, 0), (0, pad), (0, 0))) if pad else w)
-    finally:
-        model.train(was_training)
-    return texts, (np.concatenate(weights) if weights else None)
+def check_amp(device: torch.device, amp: bool) -> None:
+    """Mixed precision (bfloat16 autocast) is for CUDA devices: a DeviceError elsewhere."""
+    if amp and device.type != "cuda":
+        raise DeviceError("amp: automatic mixed precision is for CUDA devices; drop --amp on the CPU")
 
 
 class Trainer:
@@ -79,8 +55,7 @@ class Trainer:
 
     def __init__(self, model, config: TrainConfig, device="cpu", amp: bool = False) -> None:
         self.device = resolve_device(device)
-        if amp and self.device.type != "cuda":
-            raise DeviceError("amp: automatic mixed precision is for CUDA devices; drop --amp on the CPU")
+        check_amp(self.device, amp)
         self.model = model.to(self.device)
         self.config = config
         self.amp = amp
@@ -92,7 +67,7 @@ class Trainer:
         """One step; returns (loss, gradient norm before clipping) as 0-d tensors on the device."""
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.amp else nullcontext()
         with autocast:
-            loss = self.model(*(tensors[name] for name in _FIELDS))
+            loss = self.model(*(tensors[name] for name in BATCH_FIELDS))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         max_norm = self.config.max_grad_norm
@@ -116,7 +91,7 @@ class Trainer:
         batch = {name: tensor[: self.config.batch_size] for name, tensor in data.items()}
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.amp else nullcontext()
         with autocast:
-            loss = shadow(*(batch[name] for name in _FIELDS))
+            loss = shadow(*(batch[name] for name in BATCH_FIELDS))
         loss.backward()
         with torch.no_grad():
             shadow.eval()

@@ -1,4 +1,9 @@
-"""Bidirectional, stacked and residual wrappers in torch (see ``numpy_track.wrappers``)."""
+"""Bidirectional, stacked and residual wrappers in torch.
+
+They follow the recurrent layers' protocol, as in the NumPy track: ``forward(xs, mask=None,
+initial_state=None)`` returns the outputs and sets ``final_state``; ``output_size`` is the
+output width. Autograd does the backward pass.
+"""
 
 from __future__ import annotations
 

@@ -38,53 +38,27 @@ class _Translation:
     context: np.ndarray
 
 
-def _is_torch(model) -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return isinstance(model, torch.nn.Module)
-
-
 def _translate(model, sources: Sequence[str], source_vocab, target_vocab, max_length: int) -> list[_Translation]:
     """Greedy outputs, weights and contexts ``c_i = sum_j alpha_ij h_j`` for every source."""
     from ..data import encode_pairs
+    from ..tracks import track_of
 
+    track = track_of(model)
     batch = encode_pairs([(source, "") for source in sources], source_vocab, target_vocab)
-    if _is_torch(model):
-        import torch
-
-        from ..torch_track.trainer import batch_to_tensors
-
-        device = next(model.parameters()).device
-        tensors = batch_to_tensors(batch, device)
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                ids, weights = model.generate(tensors["source"], tensors["source_mask"], target_vocab.bos_id,
-                                              max_length, target_vocab.eos_id)
-                encoder_states = model.encoder(tensors["source"], tensors["source_mask"])  # (N, T_enc, H_enc)
-        finally:
-            model.train(was_training)
-        ids, weights = ids.cpu().numpy(), weights.float().cpu().numpy()
-        encoder_states = encoder_states.float().cpu().numpy()
-    else:
-        ids, weights = model.generate(batch.source, batch.source_mask, target_vocab.bos_id, max_length,
-                                      target_vocab.eos_id)
-        encoder_states = model.encoder.forward(batch.source, batch.source_mask)
-    if weights is None:
+    decoded = track.greedy_decode(model, batch, target_vocab, max_length)
+    if decoded.attention_weights is None:
         raise ValueError("model: it has no attention weights to explore (a plain Seq2seq?); pass an AttentionSeq2seq")
-    contexts = weights @ encoder_states  # (N, T_out, H_enc)
+    contexts = decoded.attention_weights @ track.encode(model, batch)  # (N, T_out, H_enc)
     translations = []
     for row, source in enumerate(sources):
         steps = []
-        for token in ids[row]:
+        for token in decoded.ids[row]:
             steps.append("<eos>" if token == target_vocab.eos_id else target_vocab.decode([token], strip_special=False))
             if token == target_vocab.eos_id:
                 break
         T = len(steps)
-        translations.append(_Translation(source, steps, weights[row, :T, :len(source)], contexts[row, :T]))
+        translations.append(_Translation(source, steps, decoded.attention_weights[row, :T, :len(source)],
+                                         contexts[row, :T]))
     return translations
 
 

@@ -64,7 +64,7 @@ def test_translate_prints_output_and_alignment(trained, capsys):
 def test_translate_year_attends_to_year(trained, capsys):
     from attention_course.checkpoint import load_checkpoint
     from attention_course.data import encode_pairs
-    from attention_course.numpy_track.trainer import greedy_translate
+    from attention_course.numpy_track.decoding import greedy_translate
 
     out, _ = trained
     model, source_vocab, target_vocab, config = load_checkpoint(out / "checkpoint")

@@ -9,7 +9,7 @@ from attention_course.data import build_vocabularies, encode_pairs, generate_dat
 from attention_course.numpy_track.optim import Adam, clip_grad_norm
 from attention_course.numpy_track.seq2seq import (AttentionDecoder, AttentionEncoder, AttentionSeq2seq, Decoder,
                                                   Encoder, Seq2seq, Seq2seqConfig, build_model, make_recurrent)
-from attention_course.testing import ShapeError, check_layer_gradients
+from attention_course.testing import check_layer_gradients
 
 V_src, V_tgt, E, H = 6, 7, 3, 3
 N, T_enc, T_dec = 2, 4, 3
@@ -111,7 +111,7 @@ PART_VARIANTS = [
 @pytest.mark.parametrize("options", PART_VARIANTS)
 def test_encoder_gradients(rng, states, options):
     batch = toy_batch(rng)
-    encoder = randomize_biases(Encoder(V_src, E, H, rng=rng, **options), rng)
+    encoder = randomize_biases(Encoder(config(**{"bidirectional": False} | options), rng=rng), rng)
     final = encoder.forward(batch["source"], batch["source_mask"])
     assert isinstance(final, list) and len(final) == options.get("num_layers", 1)
     check_layer_gradients(EncoderFinalState(encoder, states),
@@ -121,7 +121,7 @@ def test_encoder_gradients(rng, states, options):
 @pytest.mark.parametrize("options", PART_VARIANTS)
 def test_attention_encoder_gradients(rng, states, options):
     batch = toy_batch(rng)
-    encoder = randomize_biases(AttentionEncoder(V_src, E, H, rng=rng, **options), rng)
+    encoder = randomize_biases(AttentionEncoder(config(**{"bidirectional": False} | options), rng=rng), rng)
     encoder_states = encoder.forward(batch["source"], batch["source_mask"])
     width = 2 * H if options.get("bidirectional") else H
     assert encoder_states.shape == (N, T_enc, width) and encoder.output_size == width
@@ -133,8 +133,8 @@ def test_attention_encoder_gradients(rng, states, options):
 @pytest.mark.parametrize("options", [dict(cell="lstm"), dict(cell="rnn", num_layers=2, residual=True)],
                          ids=["lstm", "rnn_2_layers_residual"])
 def test_decoder_gradients(rng, states, options):
-    decoder = randomize_biases(Decoder(V_tgt, E, H, rng=rng, **options), rng)
-    template = make_recurrent(options["cell"], E, H, options.get("num_layers", 1))
+    decoder = randomize_biases(Decoder(config(bidirectional=False, **options), rng=rng), rng)
+    template = make_recurrent(options["cell"], E, H, num_layers=options.get("num_layers", 1))
     template.forward(np.zeros((N, 1, E)))
     initial = random_like(template.final_state, rng)
     logits = decoder.forward(toy_batch(rng)["decoder_input"], initial)
@@ -147,10 +147,11 @@ def test_decoder_gradients(rng, states, options):
 @pytest.mark.parametrize("score", ["dot", "general", "additive", "scaled_dot"])
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_attention_decoder_gradients(rng, states, cell, score):
-    H_enc = H if score in ("dot", "scaled_dot") else 4
-    decoder = randomize_biases(AttentionDecoder(V_tgt, E, H, H_enc, cell=cell, score=score, rng=rng), rng)
-    initial = [(rng.standard_normal((N, H)), rng.standard_normal((N, H))) if cell == "lstm"
-               else rng.standard_normal((N, H))]
+    # A bidirectional encoder of width 2 per direction: H_enc = H_dec = 4.
+    decoder = randomize_biases(AttentionDecoder(config(cell=cell, score=score, hidden_size=2), rng=rng), rng)
+    H_enc = H_dec = 4
+    initial = [(rng.standard_normal((N, H_dec)), rng.standard_normal((N, H_dec))) if cell == "lstm"
+               else rng.standard_normal((N, H_dec))]
     batch = toy_batch(rng)
     encoder_states = rng.standard_normal((N, T_enc, H_enc)) * batch["source_mask"][..., None]
     logits = decoder.forward(batch["decoder_input"], encoder_states, initial, batch["source_mask"])

@@ -18,10 +18,11 @@ from attention_course.numpy_track import seq2seq as np_seq2seq
 from attention_course.torch_track import attention as th_attention
 from attention_course.torch_track import recurrent as th_recurrent
 from attention_course.torch_track import seq2seq as th_seq2seq
+from attention_course.torch_track.decoding import greedy_translate
 from attention_course.torch_track.functional import (scaled_dot_product_attention,
                                                      scaled_dot_product_attention_reference)
-from attention_course.torch_track.trainer import TrainConfig, Trainer, greedy_translate, resolve_device
-from attention_course.training import exact_match
+from attention_course.torch_track.trainer import Trainer, resolve_device
+from attention_course.training import TrainConfig, exact_match
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() "
@@ -75,8 +76,9 @@ def test_cudnn_backward_in_eval_mode(parity, rng, kind):
 @pytest.mark.parametrize("kind", ["lstm", "gru_reset_after", "rnn"])
 def test_stacked_parity_on_cuda(parity, rng, kind, bidirectional, residual):
     cell, reset_after = ("gru", True) if kind == "gru_reset_after" else (kind, False)
-    numpy_layer = np_seq2seq.make_recurrent(cell, D, H, 2, bidirectional, residual, rng=3, reset_after=reset_after)
-    module = th_seq2seq.make_recurrent(cell, D, H, 2, bidirectional, residual, rng=3, reset_after=reset_after)
+    options = dict(num_layers=2, bidirectional=bidirectional, residual=residual, reset_after=reset_after, rng=3)
+    numpy_layer = np_seq2seq.make_recurrent(cell, D, H, **options)
+    module = th_seq2seq.make_recurrent(cell, D, H, **options)
     module = parity.copied(numpy_layer, module, rng, device=DEVICE)
     xs, mask = rng.standard_normal((N, T, D)), parity.lengths_mask([5, 0, 2], T)
     numpy_layer.forward(xs, mask)

@@ -7,7 +7,6 @@ initial state; the final state and its gradient; the stateful carry; and the Bid
 Stacked and Residual wrappers around them.
 """
 
-import numpy as np
 import pytest
 import torch
 
@@ -227,9 +226,10 @@ def test_residual_needs_equal_widths():
 def test_stacked_parity(parity, rng, kind, fused, bidirectional, residual, with_initial_state):
     cell = "gru" if kind.startswith("gru") else kind
     reset_after = kind == "gru_reset_after"
-    numpy_layer = np_make_recurrent(cell, D, H, 2, bidirectional, residual, rng=3, reset_after=reset_after)
-    module = th_make_recurrent(cell, D, H, 2, bidirectional, residual, rng=3, dtype=torch.float64,
-                               reset_after=reset_after, fused=fused)
+    numpy_layer = np_make_recurrent(cell, D, H, num_layers=2, bidirectional=bidirectional, residual=residual, rng=3,
+                                    reset_after=reset_after)
+    module = th_make_recurrent(cell, D, H, num_layers=2, bidirectional=bidirectional, residual=residual, rng=3,
+                               dtype=torch.float64, reset_after=reset_after, fused=fused)
     parity.assert_same_parameters(numpy_layer, module)
     module = parity.copied(numpy_layer, module, rng)
     xs = rng.standard_normal((N, T, D))

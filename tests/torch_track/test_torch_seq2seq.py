@@ -177,11 +177,11 @@ PARTS = [pytest.param("gru", False, 1, False, id="gru"), pytest.param("gru", Tru
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "loop"])
 @pytest.mark.parametrize("cell, reset_after, layers, residual", PARTS)
 def test_encoders_parity(parity, rng, cell, reset_after, layers, residual, fused, bidirectional):
-    args = (V_src, E, H, cell, layers, bidirectional, residual)
+    cfg = config(cell=cell, num_layers=layers, bidirectional=bidirectional, residual=residual, reset_after=reset_after)
     for numpy_class, torch_class in ((np_seq2seq.Encoder, th_seq2seq.Encoder),
                                      (np_seq2seq.AttentionEncoder, th_seq2seq.AttentionEncoder)):
-        numpy_encoder = numpy_class(*args, rng=4, reset_after=reset_after)
-        module = torch_class(*args, rng=4, dtype=torch.float64, reset_after=reset_after, fused=fused)
+        numpy_encoder = numpy_class(cfg, rng=4)
+        module = torch_class(cfg, rng=4, fused=fused)
         parity.assert_same_parameters(numpy_encoder, module)
         module = parity.copied(numpy_encoder, module, rng)
         source, mask = rng.integers(0, V_src, (N, T_enc)), parity.lengths_mask([5, 0, 3], T_enc)
@@ -211,9 +211,9 @@ def test_encoders_parity(parity, rng, cell, reset_after, layers, residual, fused
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "loop"])
 @pytest.mark.parametrize("cell, reset_after, layers, residual", PARTS)
 def test_decoder_parity(parity, rng, cell, reset_after, layers, residual, fused):
-    args = (V_tgt, E, H, cell, layers, residual)
-    numpy_decoder = np_seq2seq.Decoder(*args, rng=4, reset_after=reset_after)
-    module = th_seq2seq.Decoder(*args, rng=4, dtype=torch.float64, reset_after=reset_after, fused=fused)
+    cfg = config(cell=cell, num_layers=layers, bidirectional=False, residual=residual, reset_after=reset_after)
+    numpy_decoder = np_seq2seq.Decoder(cfg, rng=4)
+    module = th_seq2seq.Decoder(cfg, rng=4, fused=fused)
     parity.assert_same_parameters(numpy_decoder, module)
     module = parity.copied(numpy_decoder, module, rng)
     decoder_input = rng.integers(0, V_tgt, (N, T_dec))
@@ -236,16 +236,17 @@ def test_decoder_parity(parity, rng, cell, reset_after, layers, residual, fused)
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "loop"])
 @pytest.mark.parametrize("cell, reset_after, layers, residual", PARTS)
 def test_attention_decoder_parity(parity, rng, cell, reset_after, layers, residual, fused, score, training):
-    H_enc = H if score in ("dot", "scaled_dot") else H + 2
-    args = (V_tgt, E, H, H_enc, cell, layers, residual, score, 4)
-    numpy_decoder = np_seq2seq.AttentionDecoder(*args, rng=4, reset_after=reset_after)
-    module = th_seq2seq.AttentionDecoder(*args, rng=4, dtype=torch.float64, reset_after=reset_after, fused=fused)
+    cfg = config(cell=cell, num_layers=layers, residual=residual, reset_after=reset_after, score=score,
+                 attention_size=4)
+    H_enc = cfg.encoder_output_size
+    numpy_decoder = np_seq2seq.AttentionDecoder(cfg, rng=4)
+    module = th_seq2seq.AttentionDecoder(cfg, rng=4, fused=fused)
     parity.assert_same_parameters(numpy_decoder, module)
     module = parity.copied(numpy_decoder, module, rng).train(training)
     decoder_input = rng.integers(0, V_tgt, (N, T_dec))
     encoder_states = rng.standard_normal((N, T_enc, H_enc))
     source_mask = parity.lengths_mask([5, 0, 2], T_enc)
-    initial = layer_state(cell, rng, layers=layers)
+    initial = layer_state(cell, rng, width=cfg.decoder_hidden_size, layers=layers)
     logits = numpy_decoder.forward(decoder_input, encoder_states, initial, source_mask)
     d_logits = rng.standard_normal(logits.shape)
     d_encoder_states, d_initial = numpy_decoder.backward(d_logits)
@@ -269,8 +270,9 @@ def test_attention_decoder_parity(parity, rng, cell, reset_after, layers, residu
 
 @pytest.mark.parametrize("lstm", [True, False])
 def test_bridge_parity(parity, rng, lstm):
-    numpy_bridge = np_seq2seq.Bridge(2, H, 2 * H, lstm, rng=5)
-    module = parity.copied(numpy_bridge, th_seq2seq.Bridge(2, H, 2 * H, lstm, rng=5, dtype=torch.float64), rng)
+    cfg = config(cell="lstm" if lstm else "gru", num_layers=2)  # bidirectional: H per direction, 2H decoder
+    numpy_bridge = np_seq2seq.Bridge(cfg, rng=5)
+    module = parity.copied(numpy_bridge, th_seq2seq.Bridge(cfg, rng=5), rng)
 
     def direction():
         return (rng.standard_normal((N, H)), rng.standard_normal((N, H))) if lstm else rng.standard_normal((N, H))

@@ -7,8 +7,10 @@ import torch
 from attention_course.data import build_vocabularies, encode_pairs, generate_dates
 from attention_course.numpy_track.seq2seq import Seq2seqConfig
 from attention_course.torch_track.seq2seq import build_model
-from attention_course.torch_track.trainer import (DeviceError, TrainConfig, Trainer, batch_to_tensors,
-                                                  greedy_translate, resolve_device)
+from attention_course.torch_track.base import batch_to_tensors
+from attention_course.torch_track.decoding import greedy_translate
+from attention_course.torch_track.trainer import DeviceError, Trainer, resolve_device
+from attention_course.training import TrainConfig
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
-"""Tests for attention_course/testing/shapes.py: shape errors name the argument, the expected and the got."""
+"""Tests for attention_course/core/shapes.py: shape errors name the argument, the expected and the got."""
 
 import numpy as np
 import pytest
 
-from attention_course.testing import ShapeError, assert_shape, check_array
+from attention_course.core.shapes import ShapeError, assert_shape, check_array
 
 
 def test_assert_shape_returns_the_named_sizes_it_binds():

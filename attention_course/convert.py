@@ -1,8 +1,14 @@
-"""Copy weights between the NumPy layers and their ``torch.nn`` counterparts, both directions.
+"""Moving weights: between the two tracks, and between the NumPy layers and ``torch.nn``'s own modules.
 
-With the same weights, a NumPy layer and its torch module compute the same function, so the
-tests can hold every hand-written forward and backward pass against torch's autograd, and a
-model trained on one track can be inspected on the other.
+**Between the tracks** (``numpy_to_torch``, ``torch_to_numpy``, ``state_dict_to_numpy``). The two
+tracks use the same parameter names and layouts (``encoder.rnn.0.forward_layer.cell.W_x`` is
+(D, 3H) in both, and the GRU follows the lectures' convention in both), so a copy is name for
+name, with the names and shapes checked; a checkpoint is ``state_dict_to_numpy``'s dict.
+
+**With torch.nn's modules** (``to_torch``, ``from_torch`` and the ``affine_``/``embedding_``
+functions). With the same weights, a NumPy layer and its ``torch.nn`` counterpart compute the
+same function, so the tests can hold every hand-written forward and backward pass against
+torch's autograd, and an exercise can hand a ``torch.nn.GRU``'s weights to NumPy code.
 
 =================================  ============================================================
 NumPy                              torch
@@ -24,41 +30,76 @@ forward direction and ``"_reverse"`` for the backward one):
   (i, f, g, o) for the LSTM, (r, z, n) for the GRU.
 * RNN and LSTM: the course has one bias ``b``, torch two that are always added,
   ``b = b_ih + b_hh``. To torch: ``b_ih = b``, ``b_hh = 0``; from torch: ``b = b_ih + b_hh``.
-* GRU: ``b = b_ih`` and ``b_h = b_hh``. torch's update gate is the course's ``1 - z``
-  (torch writes ``h_t = (1 - z) * n + z * h_{t-1}``, the lectures ``h_t = (1 - z) * h_{t-1} + z * n``);
-  since ``1 - sigma(x) = sigma(-x)``, the z blocks of ``W_x``, ``W_h``, ``b`` and ``b_h`` change sign.
+* GRU: ``b = b_ih`` and ``b_h = b_hh``, and the one convention that differs: torch's update gate
+  is the course's ``1 - z``, so the z blocks of ``W_x``, ``W_h``, ``b`` and ``b_h`` change sign
+  (``core.registries`` explains it; ``CellSpec.torch_gate_signs`` is the sign vector).
   Only ``reset_after=True`` matches torch: the lectures' GRU resets ``h`` *before* the product
   with ``W_hn``, which no setting of ``torch.nn.GRU`` does.
 * ``nn.Linear.weight = W^T`` (D_out, D_in), ``bias = b``; ``nn.Embedding.weight = W`` (V, D).
 
 Every function copies values into the existing arrays or tensors (the NumPy arrays in place,
-so optimizers' references stay valid) and returns its destination. torch is imported inside
-the functions: the NumPy track imports without it.
+so optimizers' references stay valid) and returns its destination. This module sits above both
+tracks; neither track imports it.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
+from torch import nn
 
-from .base import Layer
-from .layers import Affine, Embedding
-from .recurrent import GRU, LSTM, RNN, Recurrent
-from .wrappers import Bidirectional, Residual, Stacked
+from .numpy_track.base import Layer
+from .numpy_track.layers import Affine, Embedding
+from .numpy_track.recurrent import GRU, LSTM, RNN, Recurrent
+from .numpy_track.wrappers import Bidirectional, Residual, Stacked
+from .torch_track.track import weights as state_dict_to_numpy  # the checkpoint format
 
-__all__ = ["to_torch", "from_torch", "affine_to_torch", "affine_from_torch", "embedding_to_torch",
-           "embedding_from_torch"]
+__all__ = ["numpy_to_torch", "torch_to_numpy", "state_dict_to_numpy", "to_torch", "from_torch", "affine_to_torch",
+           "affine_from_torch", "embedding_to_torch", "embedding_from_torch"]
+
+
+# --- between the tracks: names and layouts match ---------------------------------------------
+
+
+def _match(numpy_layer: Layer, module: nn.Module):
+    numpy_params = {name: value for name, value, _ in numpy_layer.named_parameters()}
+    torch_params = dict(module.named_parameters())
+    missing, extra = sorted(set(numpy_params) - set(torch_params)), sorted(set(torch_params) - set(numpy_params))
+    if missing or extra:
+        raise ValueError(f"the tracks' parameters differ: only in NumPy {missing}, only in torch {extra}")
+    for name, value in numpy_params.items():
+        if tuple(value.shape) != tuple(torch_params[name].shape):
+            raise ValueError(f"parameter {name!r}: NumPy shape {value.shape}, "
+                             f"torch shape {tuple(torch_params[name].shape)}")
+    return numpy_params, torch_params
+
+
+@torch.no_grad()
+def numpy_to_torch(numpy_layer: Layer, module: nn.Module) -> nn.Module:
+    """Copy every parameter of a NumPy layer into the torch module of the same name (keeping its device and dtype)."""
+    numpy_params, torch_params = _match(numpy_layer, module)
+    for name, value in numpy_params.items():
+        target = torch_params[name]
+        target.copy_(torch.from_numpy(np.ascontiguousarray(value)).to(device=target.device, dtype=target.dtype))
+    return module
+
+
+@torch.no_grad()
+def torch_to_numpy(module: nn.Module, numpy_layer: Layer) -> Layer:
+    """Copy every parameter of a torch module into the NumPy layer of the same name, in place (keeping its dtype)."""
+    numpy_params, torch_params = _match(numpy_layer, module)
+    for name, value in numpy_params.items():
+        value[...] = torch_params[name].detach().to("cpu", torch.float64).numpy()
+    return numpy_layer
+
+
+# --- with torch.nn's recurrent modules, Linear and Embedding ---------------------------------
 
 _RESET_BEFORE_MESSAGE = (
     "a GRU with reset_after=False (the lectures' form, r * h before the product with W_hn) cannot be mapped "
     "onto torch.nn.GRU, which applies the reset gate after the product (r * (h W_hn + b_hn)); "
     "build the GRU with reset_after=True"
 )
-
-
-def _torch():
-    import torch  # lazily: the NumPy track must import without torch
-
-    return torch
 
 
 def _directions(layer: Layer) -> list[Recurrent]:
@@ -93,7 +134,6 @@ def _layout(layer: Layer) -> list[list[Recurrent]]:
 
 def _check_module(layout: list[list[Recurrent]], module) -> None:
     """Raise a ValueError when ``module`` is not the torch counterpart of ``layout``."""
-    torch = _torch()
     first = layout[0][0]
     expected = {RNN: torch.nn.RNN, LSTM: torch.nn.LSTM, GRU: torch.nn.GRU}[type(first)]
     if isinstance(first, GRU) and not first.cell.reset_after:
@@ -128,12 +168,7 @@ def _check_shape(name: str, got: tuple, expected: tuple) -> None:
 
 def _z_sign(layer: Recurrent) -> np.ndarray:
     """+1 on every column of a gate block, -1 on the GRU's z block (torch's z is our 1 - z)."""
-    cell = layer.cell
-    sign = np.ones(cell.gates * cell.hidden_size)
-    if isinstance(layer, GRU):
-        H = cell.hidden_size
-        sign[H:2 * H] = -1
-    return sign
+    return layer.cell.spec.torch_gate_signs(layer.hidden_size)
 
 
 def to_torch(layer: Layer, module):
@@ -154,7 +189,6 @@ def to_torch(layer: Layer, module):
         ValueError: a GRU with ``reset_after=False``, a module of another kind, size or shape
             (naming the torch parameter), or a layer with no torch counterpart (Residual).
     """
-    torch = _torch()
     layout = _layout(layer)
     _check_module(layout, module)
     torch_params = dict(module.named_parameters())
@@ -231,7 +265,6 @@ def affine_to_torch(affine: Affine, linear):
     Raises:
         ValueError: a shape mismatch (naming the parameter), or an Affine with a bias and a Linear without.
     """
-    torch = _torch()
     _check_kind("affine", affine, Affine, "an Affine")
     _check_kind("linear", linear, torch.nn.Linear, "a torch.nn.Linear")
     W = affine.params["W"]
@@ -259,7 +292,6 @@ def affine_from_torch(linear, affine: Affine) -> Affine:
     Raises:
         ValueError: a shape mismatch (naming the parameter), or a Linear with a bias and an Affine without.
     """
-    torch = _torch()
     _check_kind("affine", affine, Affine, "an Affine")
     _check_kind("linear", linear, torch.nn.Linear, "a torch.nn.Linear")
     W = affine.params["W"]
@@ -290,7 +322,6 @@ def embedding_to_torch(embedding: Embedding, module):
     Raises:
         ValueError: a shape mismatch, naming ``weight``.
     """
-    torch = _torch()
     _check_kind("embedding", embedding, Embedding, "an Embedding")
     _check_kind("module", module, torch.nn.Embedding, "a torch.nn.Embedding")
     W = embedding.params["W"]
@@ -312,7 +343,6 @@ def embedding_from_torch(module, embedding: Embedding) -> Embedding:
     Raises:
         ValueError: a shape mismatch, naming ``weight``.
     """
-    torch = _torch()
     _check_kind("embedding", embedding, Embedding, "an Embedding")
     _check_kind("module", module, torch.nn.Embedding, "a torch.nn.Embedding")
     weight = module.weight.detach().cpu().double().numpy()

@@ -1,4 +1,8 @@
-"""Shape assertions whose errors name the argument, the expected and the actual shape."""
+"""Shape assertions whose errors name the argument, the expected and the actual shape.
+
+Shared by both tracks (the torch track checks tensors with the same ``assert_shape``), by the
+tests and by the exercises (through ``attention_course.testing``).
+"""
 
 from __future__ import annotations
 

@@ -1,23 +1,27 @@
-"""Tests for attention_course/numpy_track/interop.py, and through it the recurrent layers' parity with torch.
+"""Tests for attention_course/convert.py: weights between the tracks, and with torch.nn's modules.
 
-Given the same weights, ``RNN``/``LSTM``/``GRU(reset_after=True)`` (alone, ``Bidirectional``,
-``Stacked``) must compute what ``torch.nn.RNN/LSTM/GRU`` compute, gradients included.
+Between the tracks, weights copy name for name in both directions, exactly; a model of another
+configuration is refused with a ValueError naming the parameter. With ``torch.nn``: given the
+same weights, ``RNN``/``LSTM``/``GRU(reset_after=True)`` (alone, ``Bidirectional``, ``Stacked``)
+must compute what ``torch.nn.RNN/LSTM/GRU`` compute, gradients included.
 """
 
 import copy
-import subprocess
-import sys
+import dataclasses
 
 import numpy as np
 import pytest
 
-from attention_course.numpy_track.interop import (affine_from_torch, affine_to_torch, embedding_from_torch,
-                                                  embedding_to_torch, from_torch, to_torch)
-from attention_course.numpy_track.layers import Affine, Embedding
-from attention_course.numpy_track.recurrent import GRU, LSTM, RNN
-from attention_course.numpy_track.wrappers import Bidirectional, Residual, Stacked
-
 torch = pytest.importorskip("torch")
+
+from attention_course.convert import (affine_from_torch, affine_to_torch, embedding_from_torch,  # noqa: E402
+                                      embedding_to_torch, from_torch, numpy_to_torch, state_dict_to_numpy,
+                                      to_torch, torch_to_numpy)
+from attention_course.numpy_track import seq2seq as np_seq2seq  # noqa: E402
+from attention_course.numpy_track.layers import Affine, Embedding  # noqa: E402
+from attention_course.numpy_track.recurrent import GRU, LSTM, RNN  # noqa: E402
+from attention_course.numpy_track.wrappers import Bidirectional, Residual, Stacked  # noqa: E402
+from attention_course.torch_track import seq2seq as th_seq2seq  # noqa: E402
 
 N, T, D, H = 3, 5, 3, 4
 KINDS = {
@@ -305,9 +309,76 @@ def test_embedding_round_trip_and_parity(rng):
         embedding_from_torch(torch.nn.Embedding(7, 2), embed)
 
 
-def test_the_numpy_track_imports_without_torch():
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "import attention_course.numpy_track, attention_course.numpy_track.interop\n"
-            "print('ok')")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+# --- between the tracks ----------------------------------------------------------------------
+
+CONFIG = np_seq2seq.Seq2seqConfig(source_vocab_size=6, target_vocab_size=7, embed_dim=3, hidden_size=3, cell="lstm",
+                                  num_layers=2, residual=True, score="additive", dtype="float64")
+
+
+def test_round_trip_numpy_torch_numpy_is_exact(parity, rng):
+    original = parity.randomize(np_seq2seq.AttentionSeq2seq(CONFIG, rng=1), rng)
+    module = numpy_to_torch(original, th_seq2seq.AttentionSeq2seq(CONFIG, rng=2))
+    parity.assert_same_parameters(original, module)
+    back = torch_to_numpy(module, np_seq2seq.AttentionSeq2seq(CONFIG, rng=3))
+    for (name, value, _), (other_name, other, _) in zip(original.named_parameters(), back.named_parameters()):
+        assert name == other_name
+        np.testing.assert_array_equal(other, value, err_msg=name)
+
+
+def test_copies_keep_the_targets_dtype_and_the_optimizers_references(parity, rng):
+    original = parity.randomize(np_seq2seq.AttentionSeq2seq(CONFIG, rng=1), rng)
+    module = th_seq2seq.AttentionSeq2seq(dataclasses.replace(CONFIG, dtype="float32"))
+    before = {name: p for name, p in module.named_parameters()}
+    numpy_to_torch(original, module)
+    for name, value, _ in original.named_parameters():
+        assert before[name] is dict(module.named_parameters())[name], "copied in place"
+        assert before[name].dtype == torch.float32
+        np.testing.assert_array_equal(before[name].detach().numpy(), value.astype(np.float32), err_msg=name)
+    float32_numpy = np_seq2seq.AttentionSeq2seq(dataclasses.replace(CONFIG, dtype="float32"))
+    arrays = {name: value for name, value, _ in float32_numpy.named_parameters()}
+    torch_to_numpy(module, float32_numpy)
+    for name, value, _ in float32_numpy.named_parameters():
+        assert value is arrays[name], "written in place"
+
+
+@pytest.mark.parametrize("other, match", [
+    (dict(hidden_size=4), r"parameter '[\w.]+': NumPy shape"),
+    (dict(cell="gru"), r"only in NumPy \[.*'encoder\.rnn\.0\.forward_layer\.cell\.b_h'"),
+    (dict(num_layers=1), r"only in NumPy \[.*'encoder\.rnn\.1\."),
+    (dict(score="dot"), r"only in NumPy \[.*'decoder\.attention\.attention_weight\.score\.U_a'"),
+])
+def test_a_different_config_is_refused_naming_the_parameter(other, match):
+    numpy_model = np_seq2seq.AttentionSeq2seq(dataclasses.replace(CONFIG, **other))
+    module = th_seq2seq.AttentionSeq2seq(CONFIG)
+    with pytest.raises(ValueError, match=match):
+        numpy_to_torch(numpy_model, module)
+    with pytest.raises(ValueError, match=match):
+        torch_to_numpy(module, numpy_model)
+
+
+def test_a_refused_copy_changes_nothing():
+    numpy_model = np_seq2seq.AttentionSeq2seq(dataclasses.replace(CONFIG, hidden_size=4), rng=5)
+    module = th_seq2seq.AttentionSeq2seq(CONFIG)
+    before = {name: p.detach().clone() for name, p in module.named_parameters()}
+    with pytest.raises(ValueError):
+        numpy_to_torch(numpy_model, module)
+    assert all(torch.equal(before[name], p) for name, p in module.named_parameters())
+
+
+@pytest.mark.parametrize("kind", ["attention", "seq2seq"])
+def test_state_dict_to_numpy_matches_the_numpy_state_dict(kind):
+    cfg = dataclasses.replace(CONFIG, bidirectional=kind == "attention")
+    numpy_state = np_seq2seq.build_model(kind, cfg, rng=4).state_dict()
+    torch_state = state_dict_to_numpy(th_seq2seq.build_model(kind, cfg, rng=4))
+    assert list(torch_state) == list(numpy_state), "same names, same order"
+    for name, value in numpy_state.items():
+        assert isinstance(torch_state[name], np.ndarray) and torch_state[name].dtype == np.float64
+        np.testing.assert_array_equal(torch_state[name], value, err_msg=name)
+    loaded = np_seq2seq.build_model(kind, cfg, rng=9)
+    loaded.load_state_dict(torch_state)  # the checkpoint format: loads into the NumPy model
+
+
+def test_state_dict_to_numpy_writes_bfloat16_as_float32():
+    module = th_seq2seq.AttentionSeq2seq(CONFIG).to(torch.bfloat16)
+    state = state_dict_to_numpy(module)
+    assert {value.dtype for value in state.values()} == {np.dtype(np.float32)}

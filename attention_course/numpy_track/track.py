@@ -1,0 +1,76 @@
+"""The NumPy track as the command line, checkpoints and the explorer see it (``attention_course.tracks``).
+
+Every track's ``track`` module has these names; the callers never ask which track they hold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.configs import OptionError, Seq2seqConfig
+from ..data import ParallelBatch, Vocabulary
+from ..decoding import Decoded
+from ..training import TrainConfig
+from . import decoding
+from .base import Layer
+from .seq2seq import build_model as _build_model
+from .trainer import Trainer
+
+__all__ = ["NAME", "DEFAULTS", "check_options", "default_batch_size", "is_model", "build_model", "make_trainer",
+           "weights", "load_weights", "to_device", "greedy_decode", "encode"]
+
+NAME = "numpy"
+# Chosen by benchmarks/dates_time_to_accuracy.py: the lectures' GRU, wider than the torch track's.
+DEFAULTS = {"hidden_size": 64, "lr": 0.01, "gru_form": "lecture"}
+
+
+def check_options(device=None, amp: bool = False) -> None:
+    """The NumPy track runs on the CPU, in the parameters' dtype: a device or mixed precision is an error."""
+    if device not in (None, "cpu"):
+        raise OptionError(f"device {device!r}: the NumPy track runs on the CPU; for a GPU use --track torch")
+    if amp:
+        raise OptionError("amp: mixed precision is an option of the torch track on CUDA; use --track torch")
+
+
+def default_batch_size(device=None) -> int:
+    check_options(device)
+    return 128
+
+
+def is_model(obj) -> bool:
+    return isinstance(obj, Layer)
+
+
+def build_model(kind: str, config: Seq2seqConfig, seed: int = 0):
+    """A fresh ``"attention"`` or ``"seq2seq"`` model, its weights drawn from ``seed``."""
+    return _build_model(kind, config, rng=np.random.default_rng(seed))
+
+
+def make_trainer(model, config: TrainConfig, device=None, amp: bool = False) -> Trainer:
+    check_options(device, amp)
+    return Trainer(model, config)
+
+
+def weights(model) -> dict[str, np.ndarray]:
+    """Copies of every parameter by dotted name: the checkpoint format."""
+    return model.state_dict()
+
+
+def load_weights(model, weights: dict[str, np.ndarray]):
+    """Copy ``weights`` (by dotted name) into ``model``; a ValueError names a missing, extra or misshapen one."""
+    model.load_state_dict(weights)
+    return model
+
+
+def to_device(model, device=None):
+    check_options(device)
+    return model
+
+
+def greedy_decode(model, batch: ParallelBatch, target_vocab: Vocabulary, max_length: int | None = None) -> Decoded:
+    return decoding.greedy_decode(model, batch, target_vocab, max_length)
+
+
+def encode(model, batch: ParallelBatch) -> np.ndarray:
+    """The encoder states ``h_j`` of every example, (N, T_enc, H_enc)."""
+    return model.encoder.forward(batch.source, batch.source_mask)
