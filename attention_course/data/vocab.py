@@ -1,7 +1,11 @@
-"""Character vocabularies, padding and batches of (source, target) pairs.
+"""Vocabularies (of characters or of words), padding and batches of (source, target) pairs.
 
 A sequence-to-sequence model reads the source as a sequence of ids and writes the target
-one id at a time. Three special tokens make that work:
+one id at a time. A vocabulary turns a text into ids one symbol at a time: a
+character-level vocabulary (the default, used for dates and the toy tasks) has one symbol
+per character; a word-level one (``level="word"``, used for translation, classification,
+captions and question answering) has one symbol per word, and a text is its words
+separated by single spaces. Three special tokens make that work:
 
 * ``<pad>`` (id 0) fills the unused steps of a short sequence in a rectangular batch;
   the masks say which steps are real, so losses and attention can ignore the padding.
@@ -24,6 +28,10 @@ PAD_TOKEN = "<pad>"
 BOS_TOKEN = "<bos>"
 EOS_TOKEN = "<eos>"
 SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN)
+LEVELS = ("character", "word")
+WORD_SEPARATOR = " "
+# Where Vocabulary.to_dict keeps the symbols of each level.
+_SYMBOLS_KEY_OF_LEVEL = {"character": "characters", "word": "words"}
 
 
 class UnknownCharacterError(ValueError):
@@ -39,12 +47,46 @@ class UnknownCharacterError(ValueError):
         )
 
 
+class UnknownWordError(UnknownCharacterError):
+    """A text holds a word that a word-level vocabulary does not know (or an empty word).
+
+    ``position`` counts words, not characters: in ``"the red fox"`` the word ``"fox"`` is at
+    position 2. It subclasses :class:`UnknownCharacterError` so that code written for
+    character vocabularies (``except UnknownCharacterError``, as the command line does)
+    catches unknown words too; ``character`` holds the word, like ``word``.
+    """
+
+    def __init__(self, word: str, position: int, text: str):
+        self.word = word
+        self.character = word
+        self.position = position
+        self.text = text
+        if word == "":
+            message = (
+                f"empty word at position {position} in {text!r}: words are separated by "
+                "exactly one space, with none at the start or the end"
+            )
+        else:
+            message = (
+                f"unknown word {word!r} at position {position} in {text!r}: "
+                "the vocabulary has no such word"
+            )
+        ValueError.__init__(self, message)
+
+
 class Vocabulary:
-    """A character-level vocabulary: the special tokens first, then the characters, sorted.
+    """A vocabulary: the special tokens first, then the symbols (characters or words), sorted.
 
     ``symbols[i]`` is the symbol with id ``i``: ids 0, 1, 2 are ``<pad>``, ``<bos>``,
-    ``<eos>``, and ids from 3 on are the characters in code-point order, so two vocabularies
-    built from the same characters assign the same ids, whatever order they were seen in.
+    ``<eos>``, and ids from 3 on are the regular symbols in code-point order, so two
+    vocabularies built from the same symbols assign the same ids, whatever order they
+    were seen in.
+
+    ``level`` says what a symbol is. At ``"character"`` (the default) every symbol is one
+    character, :meth:`encode` reads a text character by character and :meth:`decode`
+    joins characters. At ``"word"`` every symbol is a word (no whitespace inside, and not
+    one of the special tokens), :meth:`encode` splits a text on single spaces and
+    :meth:`decode` joins words with one space.
 
     Example:
         >>> vocab = Vocabulary("cab")
@@ -54,34 +96,65 @@ class Vocabulary:
         [5, 3, 4, 2]
         >>> vocab.decode([5, 3, 4, 2, 0, 0])
         'cab'
+        >>> words = Vocabulary(["the", "red", "fox"], level="word")
+        >>> words.encode("the red fox")
+        [5, 4, 3]
+        >>> words.decode([5, 3, 2])
+        'the fox'
     """
 
     PAD = PAD_TOKEN
     BOS = BOS_TOKEN
     EOS = EOS_TOKEN
 
-    def __init__(self, symbols: Iterable[str]):
-        characters = set()
+    def __init__(self, symbols: Iterable[str], level: str = "character"):
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        if level == "word" and isinstance(symbols, str):
+            raise ValueError(
+                "symbols: a word-level vocabulary takes a collection of words, got the string "
+                f"{symbols!r} (its characters would become the words)"
+            )
+        self._level = level
+        regular_symbols = set()
         for symbol in symbols:
-            if not isinstance(symbol, str) or len(symbol) != 1:
-                raise ValueError(
-                    f"a vocabulary symbol must be a single character, got {symbol!r}"
-                )
-            characters.add(symbol)
-        self._symbols: list[str] = [*SPECIAL_TOKENS, *sorted(characters)]
-        self._id_of_character = {
-            character: index
-            for index, character in enumerate(self._symbols)
-            if character not in SPECIAL_TOKENS
+            if level == "character":
+                if not isinstance(symbol, str) or len(symbol) != 1:
+                    raise ValueError(
+                        f"a vocabulary symbol must be a single character, got {symbol!r}"
+                    )
+            else:
+                _check_word(symbol)
+            regular_symbols.add(symbol)
+        self._symbols: list[str] = [*SPECIAL_TOKENS, *sorted(regular_symbols)]
+        self._id_of_symbol = {
+            symbol: index
+            for index, symbol in enumerate(self._symbols)
+            if index >= len(SPECIAL_TOKENS)
         }
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str]) -> Vocabulary:
-        """The vocabulary of every character that occurs in ``texts``."""
-        characters: set[str] = set()
+    def from_texts(cls, texts: Iterable[str], level: str = "character") -> Vocabulary:
+        """The vocabulary of every symbol that occurs in ``texts``.
+
+        At ``level="word"`` a text is split on single spaces, as :meth:`encode` splits it.
+
+        Raises:
+            ValueError: an unknown level; at word level, a text with an empty word (two
+                spaces in a row, or a space at the start or the end).
+        """
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        found: set[str] = set()
         for text in texts:
-            characters.update(text)
-        return cls(characters)
+            if level == "character":
+                found.update(text)
+            else:
+                for position, word in enumerate(_split_words(text)):
+                    if word == "":
+                        raise UnknownWordError(word, position, text)
+                    found.add(word)
+        return cls(found, level=level)
 
     @property
     def pad_id(self) -> int:
@@ -101,45 +174,77 @@ class Vocabulary:
         return list(self._symbols)
 
     @property
-    def characters(self) -> list[str]:
-        """The regular characters only, sorted (a copy)."""
+    def level(self) -> str:
+        """``"character"`` or ``"word"``: what one symbol of this vocabulary is."""
+        return self._level
+
+    @property
+    def tokens(self) -> list[str]:
+        """The regular symbols only (characters or words), sorted (a copy)."""
         return self._symbols[len(SPECIAL_TOKENS) :]
+
+    @property
+    def characters(self) -> list[str]:
+        """The regular symbols only, sorted (a copy); words for a word-level vocabulary.
+
+        The name is kept from the character-only vocabulary; :attr:`tokens` says the same
+        at either level.
+        """
+        return self.tokens
 
     def __len__(self) -> int:
         return len(self._symbols)
 
-    def __contains__(self, character: object) -> bool:
-        return character in self._id_of_character
+    def __contains__(self, symbol: object) -> bool:
+        return symbol in self._id_of_symbol
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Vocabulary):
             return NotImplemented
-        return self._symbols == other._symbols
+        return self._level == other._level and self._symbols == other._symbols
 
     def __hash__(self) -> int:
-        return hash(tuple(self._symbols))
+        return hash((self._level, tuple(self._symbols)))
 
     def __repr__(self) -> str:
+        if self._level == "word":
+            return f"Vocabulary({self.tokens!r}, level='word')"
         return f"Vocabulary({''.join(self.characters)!r})"
 
+    def split(self, text: str) -> list[str]:
+        """The symbols of ``text`` as :meth:`encode` reads them: characters, or words.
+
+        At word level an empty text has no words, and ``"a  b"`` has an empty word between
+        the two spaces (which :meth:`encode` rejects).
+        """
+        if self._level == "word":
+            return _split_words(text)
+        return list(text)
+
     def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
-        """The ids of the characters of ``text``, optionally framed by ``<bos>``/``<eos>``.
+        """The ids of the symbols of ``text``, optionally framed by ``<bos>``/``<eos>``.
+
+        A character-level vocabulary reads ``text`` one character at a time; a word-level
+        one splits it on single spaces (:meth:`split`).
 
         Raises:
             UnknownCharacterError: a character of ``text`` is not in the vocabulary.
+            UnknownWordError: (word level; a subclass of the above) a word of ``text`` is
+                not in the vocabulary, or is empty.
         """
         ids = [self.bos_id] if add_bos else []
-        for position, character in enumerate(text):
-            character_id = self._id_of_character.get(character)
-            if character_id is None:
-                raise UnknownCharacterError(character, position, text)
-            ids.append(character_id)
+        unknown_error = UnknownWordError if self._level == "word" else UnknownCharacterError
+        for position, symbol in enumerate(self.split(text)):
+            symbol_id = self._id_of_symbol.get(symbol)
+            if symbol_id is None:
+                raise unknown_error(symbol, position, text)
+            ids.append(symbol_id)
         if add_eos:
             ids.append(self.eos_id)
         return ids
 
     def decode(self, ids: Iterable[int], strip_special: bool = True) -> str:
-        """The text that ``ids`` spell.
+        """The text that ``ids`` spell: characters joined, or words joined by one space.
 
         With ``strip_special`` (the default) decoding stops at the first ``<eos>`` and
         skips ``<pad>`` and ``<bos>``: that turns a model's padded output row into its
@@ -162,29 +267,75 @@ class Vocabulary:
                 if symbol_id in (self.pad_id, self.bos_id):
                     continue
             pieces.append(self._symbols[symbol_id])
-        return "".join(pieces)
+        separator = WORD_SEPARATOR if self._level == "word" else ""
+        return separator.join(pieces)
 
     def to_dict(self) -> dict:
-        """A JSON-serialisable description; :meth:`from_dict` rebuilds the vocabulary."""
-        return {"special_tokens": list(SPECIAL_TOKENS), "characters": self.characters}
+        """A JSON-serialisable description; :meth:`from_dict` rebuilds the vocabulary.
+
+        A character-level vocabulary keeps its symbols under ``"characters"`` (as it always
+        did, so code that predates word-level vocabularies still reads it); a word-level
+        one under ``"words"``. ``"level"`` names which.
+        """
+        key = _SYMBOLS_KEY_OF_LEVEL[self._level]
+        return {"special_tokens": list(SPECIAL_TOKENS), "level": self._level, key: self.tokens}
 
     @classmethod
     def from_dict(cls, description: dict) -> Vocabulary:
-        """The vocabulary that :meth:`to_dict` described."""
+        """The vocabulary that :meth:`to_dict` described.
+
+        A description without ``"level"`` (written before word-level vocabularies existed,
+        as in older checkpoints) is character-level.
+        """
+        try:
+            level = description.get("level", "character")
+        except AttributeError as error:
+            raise ValueError(
+                f"a vocabulary description must be a dict, got {description!r}"
+            ) from error
+        if level not in LEVELS:
+            raise ValueError(
+                f"a vocabulary description's level must be one of {LEVELS}, got {level!r}"
+            )
+        key = _SYMBOLS_KEY_OF_LEVEL[level]
         try:
             special_tokens = description["special_tokens"]
-            characters = description["characters"]
+            symbols = description[key]
         except (KeyError, TypeError) as error:
             raise ValueError(
-                "a vocabulary description needs the keys 'special_tokens' and 'characters', "
-                f"got {description!r}"
+                f"a {level}-level vocabulary description needs the keys 'special_tokens' and "
+                f"{key!r}, got {description!r}"
             ) from error
         if list(special_tokens) != list(SPECIAL_TOKENS):
             raise ValueError(
                 f"special tokens {special_tokens!r} differ from this code's "
                 f"{list(SPECIAL_TOKENS)!r}"
             )
-        return cls(characters)
+        return cls(symbols, level=level)
+
+
+def _split_words(text: str) -> list[str]:
+    """The words of ``text`` separated by single spaces; an empty text has none."""
+    if text == "":
+        return []
+    return text.split(WORD_SEPARATOR)
+
+
+def _check_word(symbol: object) -> None:
+    """Raise ValueError unless ``symbol`` can be a symbol of a word-level vocabulary."""
+    if not isinstance(symbol, str) or symbol == "":
+        raise ValueError(
+            f"a word-level vocabulary symbol must be a non-empty string, got {symbol!r}"
+        )
+    if any(character.isspace() for character in symbol):
+        raise ValueError(
+            f"a word-level vocabulary symbol must not contain whitespace, got {symbol!r}"
+        )
+    if symbol in SPECIAL_TOKENS:
+        raise ValueError(
+            f"a word-level vocabulary symbol must not be a special token {SPECIAL_TOKENS}, "
+            f"got {symbol!r}"
+        )
 
 
 def pad_batch(
@@ -242,7 +393,7 @@ class ParallelBatch:
 
     Fields:
         source: the source ids, padded.
-        source_mask: True on real source characters.
+        source_mask: True on real source symbols (characters or words).
         decoder_input: ``<bos>`` followed by the target ids, padded.
         decoder_target: the target ids followed by ``<eos>``, padded.
         target_mask: True on the target ids and the ``<eos>``: the steps that count in
@@ -307,10 +458,12 @@ def encode_pairs(
 
     Args:
         pairs: N pairs of texts.
-        source_vocab, target_vocab: the vocabularies of the two sides.
-        source_length: T_enc; by default the longest source.
+        source_vocab, target_vocab: the vocabularies of the two sides, of either level; a
+            word-level vocabulary reads its texts as words separated by single spaces.
+        source_length: T_enc, in symbols (characters or words); by default the longest
+            source.
         target_length: T_dec, counting the extra ``<bos>``/``<eos>`` step, so a target
-            of L characters needs ``target_length >= L + 1``; by default the longest
+            of L symbols needs ``target_length >= L + 1``; by default the longest
             target plus one.
 
     Shapes:
@@ -318,25 +471,30 @@ def encode_pairs(
 
     Raises:
         ValueError: ``pairs`` is empty, or a text is longer than its length allows.
-        UnknownCharacterError: a text holds a character its vocabulary lacks.
+        UnknownCharacterError: a text holds a character (or, as :class:`UnknownWordError`,
+            a word) its vocabulary lacks.
     """
     if len(pairs) == 0:
         raise ValueError("encode_pairs needs at least one pair, got an empty list")
     source_ids = [source_vocab.encode(source) for source, _ in pairs]
     target_ids = [target_vocab.encode(target) for _, target in pairs]
+    source_unit = _unit_name(source_vocab)
+    target_unit = _unit_name(target_vocab)
     if source_length is not None:
         for index, (source, _) in enumerate(pairs):
-            if len(source) > source_length:
+            n_symbols = len(source_ids[index])
+            if n_symbols > source_length:
                 raise ValueError(
-                    f"source {index} ({source!r}) has {len(source)} characters, "
+                    f"source {index} ({source!r}) has {n_symbols} {source_unit}, "
                     f"longer than source_length={source_length}"
                 )
     if target_length is not None:
         for index, (_, target) in enumerate(pairs):
-            if len(target) + 1 > target_length:
+            n_symbols = len(target_ids[index])
+            if n_symbols + 1 > target_length:
                 raise ValueError(
-                    f"target {index} ({target!r}) needs {len(target) + 1} decoder steps "
-                    f"({len(target)} characters + <bos>/<eos>), more than "
+                    f"target {index} ({target!r}) needs {n_symbols + 1} decoder steps "
+                    f"({n_symbols} {target_unit} + <bos>/<eos>), more than "
                     f"target_length={target_length}"
                 )
 
@@ -384,9 +542,20 @@ def iterate_batches(
         yield batch_indices
 
 
-def build_vocabularies(pairs: Iterable[tuple[str, str]]) -> tuple[Vocabulary, Vocabulary]:
-    """The source and the target vocabulary: every character that occurs on each side."""
+def build_vocabularies(
+    pairs: Iterable[tuple[str, str]], level: str = "character"
+) -> tuple[Vocabulary, Vocabulary]:
+    """The source and the target vocabulary: every symbol that occurs on each side.
+
+    ``level`` is ``"character"`` (the default) or ``"word"`` (texts are words separated by
+    single spaces); both vocabularies get that level.
+    """
     pairs = list(pairs)
-    source_vocab = Vocabulary.from_texts(source for source, _ in pairs)
-    target_vocab = Vocabulary.from_texts(target for _, target in pairs)
+    source_vocab = Vocabulary.from_texts((source for source, _ in pairs), level=level)
+    target_vocab = Vocabulary.from_texts((target for _, target in pairs), level=level)
     return source_vocab, target_vocab
+
+
+def _unit_name(vocab: Vocabulary) -> str:
+    """What the symbols of ``vocab`` are called in messages: "characters" or "words"."""
+    return "words" if vocab.level == "word" else "characters"

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from attention_course.data.vocab import (
     ParallelBatch,
     UnknownCharacterError,
+    UnknownWordError,
     Vocabulary,
     build_vocabularies,
     encode_pairs,
@@ -187,3 +188,137 @@ def test_iterate_batches_drop_last_and_seeded_shuffle():
     again = list(iterate_batches(10, 4, np.random.default_rng(3)))
     assert all(np.array_equal(one, two) for one, two in zip(first, again))
     assert not np.array_equal(np.concatenate(first), np.arange(10)), "shuffle left the order"
+
+
+# Word-level vocabularies.
+
+WORDS = ["the", "red", "fox", "jumped", "over", "a", "lazy", "dog"]
+
+
+def test_word_level_ids_are_sorted_words_after_the_special_tokens():
+    vocab = Vocabulary(["the", "fox", "red", "the"], level="word")
+    assert vocab.level == "word"
+    assert vocab.symbols == ["<pad>", "<bos>", "<eos>", "fox", "red", "the"]
+    assert vocab.tokens == ["fox", "red", "the"] and vocab.characters == vocab.tokens
+    assert "fox" in vocab and "f" not in vocab and "<eos>" not in vocab
+    assert vocab.encode("the red fox", add_bos=True, add_eos=True) == [1, 5, 4, 3, 2]
+    assert vocab.decode([5, 3, 2, 4]) == "the fox"
+    assert vocab.decode([1, 5, 0, 3, 2], strip_special=False) == "<bos> the <pad> fox <eos>"
+    assert vocab.encode("") == [] and vocab.decode([]) == ""
+    assert repr(vocab) == "Vocabulary(['fox', 'red', 'the'], level='word')"
+
+
+def test_character_level_is_the_default_and_levels_differ():
+    assert Vocabulary("ab").level == "character"
+    assert Vocabulary("ab") == Vocabulary("ab", level="character")
+    assert Vocabulary(["a", "b"], level="word") != Vocabulary(["a", "b"])
+    with pytest.raises(ValueError, match="level must be one of"):
+        Vocabulary("ab", level="sentence")
+    with pytest.raises(ValueError, match="level must be one of"):
+        Vocabulary.from_texts(["ab"], level="bytes")
+
+
+@pytest.mark.parametrize(
+    ("symbol", "reason"),
+    [("two words", "whitespace"), ("tab\there", "whitespace"), ("", "non-empty"),
+     ("<eos>", "special token"), (7, "non-empty string")],
+)  # fmt: skip
+def test_word_symbols_are_checked(symbol, reason):
+    with pytest.raises(ValueError, match=reason):
+        Vocabulary(["ok", symbol], level="word")
+
+
+def test_a_string_is_not_a_collection_of_words():
+    with pytest.raises(ValueError, match="a collection of words, got the string 'the'"):
+        Vocabulary("the", level="word")
+
+
+@given(st.lists(st.sampled_from(WORDS), max_size=30))
+def test_word_encode_decode_round_trip(words):
+    vocab = Vocabulary(WORDS, level="word")
+    text = " ".join(words)
+    ids = vocab.encode(text, add_bos=True, add_eos=True)
+    assert len(ids) == len(words) + 2
+    assert [vocab.symbols[i] for i in ids[1:-1]] == words
+    assert vocab.decode(ids) == text
+    assert vocab.split(text) == words
+
+
+def test_unknown_word_error_names_word_position_and_text():
+    vocab = Vocabulary(WORDS, level="word")
+    with pytest.raises(UnknownWordError) as raised:
+        vocab.encode("the red cat jumped")
+    assert str(raised.value) == (
+        "unknown word 'cat' at position 2 in 'the red cat jumped': the vocabulary has no such word"
+    )
+    assert (raised.value.word, raised.value.position) == ("cat", 2)
+    # Code written for characters (the command line) catches it too.
+    assert isinstance(raised.value, UnknownCharacterError)
+    assert isinstance(raised.value, ValueError)
+
+
+@pytest.mark.parametrize(("text", "position"), [("the  fox", 1), (" the", 0), ("the ", 1)])
+def test_empty_words_are_named(text, position):
+    vocab = Vocabulary(WORDS, level="word")
+    with pytest.raises(UnknownWordError, match=f"empty word at position {position}"):
+        vocab.encode(text)
+    with pytest.raises(UnknownWordError, match="empty word"):
+        Vocabulary.from_texts([text], level="word")
+
+
+def test_word_from_texts_splits_on_single_spaces():
+    vocab = Vocabulary.from_texts(["the red fox", "a lazy dog", ""], level="word")
+    assert vocab.tokens == sorted(["the", "red", "fox", "a", "lazy", "dog"])
+
+
+def test_word_to_dict_from_dict_round_trip_through_json():
+    vocab = Vocabulary(WORDS, level="word")
+    description = json.loads(json.dumps(vocab.to_dict()))
+    assert description["level"] == "word" and description["words"] == sorted(WORDS)
+    restored = Vocabulary.from_dict(description)
+    assert restored == vocab and restored.level == "word"
+    assert restored.encode("the lazy fox") == vocab.encode("the lazy fox")
+
+
+def test_character_to_dict_keeps_the_old_key_and_round_trips_the_level():
+    vocab = Vocabulary("abc")
+    description = vocab.to_dict()
+    assert description["characters"] == ["a", "b", "c"] and description["level"] == "character"
+    assert Vocabulary.from_dict(description) == vocab
+
+
+def test_old_dicts_without_a_level_load_as_character_level():
+    # What to_dict wrote before word-level vocabularies existed (older checkpoints hold it).
+    old_description = {"special_tokens": ["<pad>", "<bos>", "<eos>"], "characters": ["a", "b"]}
+    vocab = Vocabulary.from_dict(old_description)
+    assert vocab.level == "character" and vocab == Vocabulary("ab")
+    assert vocab.encode("ab") == [3, 4]
+
+
+def test_from_dict_errors_name_what_is_missing():
+    with pytest.raises(ValueError, match="'words'"):
+        Vocabulary.from_dict({"special_tokens": ["<pad>", "<bos>", "<eos>"], "level": "word"})
+    with pytest.raises(ValueError, match="level must be one of"):
+        Vocabulary.from_dict({"special_tokens": [], "level": "phrase", "characters": []})
+    with pytest.raises(ValueError, match="must be a dict"):
+        Vocabulary.from_dict(["a", "b"])
+
+
+def test_word_level_parallel_batch_counts_words():
+    pairs = [("the red fox", "lo vulpo ruza"), ("a dog", "un hundo")]
+    source_vocab, target_vocab = build_vocabularies(pairs, level="word")
+    assert source_vocab.level == target_vocab.level == "word"
+    assert source_vocab.tokens == ["a", "dog", "fox", "red", "the"]
+    batch = encode_pairs(pairs, source_vocab, target_vocab)
+    assert batch.source.shape == (2, 3) and batch.decoder_input.shape == (2, 4)
+    np.testing.assert_array_equal(batch.source_mask, [[True, True, True], [True, True, False]])
+    assert target_vocab.decode(batch.decoder_target[1]) == "un hundo"
+    assert source_vocab.decode(batch.source[0]) == "the red fox"
+    # Teacher forcing: the input is the target shifted right by one step.
+    np.testing.assert_array_equal(batch.decoder_input[0, 1:], batch.decoder_target[0, :-1])
+    with pytest.raises(ValueError, match="has 3 words, longer than source_length=2"):
+        encode_pairs(pairs, source_vocab, target_vocab, source_length=2)
+    with pytest.raises(ValueError, match=r"\(3 words \+ <bos>/<eos>\), more than target_length=3"):
+        encode_pairs(pairs, source_vocab, target_vocab, target_length=3)
+    with pytest.raises(UnknownWordError, match="'cat' at position 1"):
+        encode_pairs([("a cat", "un hundo")], source_vocab, target_vocab)
