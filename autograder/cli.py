@@ -11,8 +11,9 @@
 Global options (before the command): ``--course-dir DIR`` (default: grading/ at the repository
 root, outside git) and ``--source DIR`` (default: solutions/).
 
-Every error is one line on stderr and exit status 2. ``feedback`` exits 1 when it had to withhold
-a page, ``leakscan`` when it finds a leak.
+Every error is one line on stderr and exit status 2. ``import`` exits 1 when it refused an entry
+(the good ones are imported, each refused one is named), ``feedback`` when it had to withhold a
+page, ``leakscan`` when it finds a leak.
 """
 
 from __future__ import annotations
@@ -108,7 +109,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.command == "import":
         from .submissions import import_submissions
 
-        print(import_submissions(course, args.assignment, source=args.source_path, exchange=args.from_exchange))
+        summary, refused = import_submissions(course, args.assignment, source=args.source_path,
+                                              exchange=args.from_exchange)
+        for line in refused:
+            print(line)
+        print(summary)
+        return 1 if refused else 0
     elif args.command == "autograde":
         from .grading import GradeOptions, autograde
         from .sandbox import Limits

@@ -1,11 +1,12 @@
 """``feedback``: HTML feedback per student, in which hidden tests never appear.
 
-nbgrader's own feedback shows the autograded notebook as it ran, hidden tests and all (the
-autograder restored them). Here every test cell with hidden tests is shown without them: its
-source keeps only the visible part, and its outputs (tracebacks quote the failing line; anything
-the answer printed may echo hidden inputs) are replaced by one line: passed, or failed with the
-error's name and message. Then every generated page is scanned for the hidden-test lines of the
-source notebook; a page that still shows one is withheld (deleted) and reported.
+nbgrader's own feedback shows the autograded notebook as it ran, hidden tests and all. Here every
+test cell says what the judge recorded for it (``metadata.autograder``, written by the grader's
+main process from the judge's record, never by anything in the sandbox): passed, or failed with
+the failing check's message. A cell with hidden tests is shown without them (its source keeps
+the visible part) and with that one line as its only output; a cell without hidden tests keeps
+the judge's own output too. Then every generated page is scanned for the hidden-test lines of
+the source notebook; a page that still shows one is withheld (deleted) and reported.
 """
 
 from __future__ import annotations
@@ -25,36 +26,58 @@ from .release import nbgrader_api
 BEGIN, END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 
 
+def verdict(cell, hidden: bool) -> str:
+    """One line: what the judge recorded for a test cell (a cell without a record did not pass)."""
+    record = cell.metadata.get("autograder")
+    scope = "Tests of this cell (hidden tests included)" if hidden else "Tests of this cell"
+    if isinstance(record, dict) and record.get("passed") is True:
+        return f"{scope}: passed\n"
+    message = str(record.get("message", "")) if isinstance(record, dict) else "no result was recorded"
+    first = message.splitlines()[0][:300] if message else "failed"
+    return f"{scope}: failed ({first})\n"
+
+
 class HideHiddenTests(NbGraderPreprocessor):
-    """Remove hidden tests, and the outputs of cells that ran them, before the page is rendered."""
+    """Every test cell shows the judge's verdict; hidden tests (and their outputs) are removed."""
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type != "code" or BEGIN not in cell.source:
+        if cell.cell_type != "code" or not nbutils.is_grade(cell) or nbutils.is_solution(cell):
+            if cell.cell_type == "code" and BEGIN in cell.source:  # a hidden test outside a test cell
+                cell.source, cell.outputs = _visible(cell.source), []
             return cell, resources
-        failed = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"
-                  or (o.get("output_type") == "stream" and o.get("name") == "stderr")]
-        kept, hidden = [], False
-        for line in cell.source.splitlines():
-            if BEGIN in line:
-                hidden = True
-                kept.append(line.split("#")[0] + "# (hidden tests: not shown)")
-            elif END in line:
-                hidden = False
-            elif not hidden:
-                kept.append(line)
-        cell.source = "\n".join(kept)
-        if nbutils.is_grade(cell):
-            score, points = nbutils.determine_grade(cell)
+        hidden = BEGIN in cell.source
+        line = new_output("stream", name="stdout", text=verdict(cell, hidden))
+        if hidden:
+            cell.source = _visible(cell.source)
+            cell.outputs = [line]
         else:
-            score, points = (0 if failed else None), None
-        if not failed and score != 0:
-            text = "Tests of this cell (hidden tests included): passed\n"
-        else:
-            error = next((o for o in failed if o.get("output_type") == "error"), None)
-            detail = f"{error.get('ename', 'Error')}: {str(error.get('evalue', ''))[:300]}" if error else "output on stderr"
-            text = f"Tests of this cell (hidden tests included): failed ({detail.splitlines()[0] if detail else ''})\n"
-        cell.outputs = [new_output("stream", name="stdout", text=text)]
+            cell.outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "error"] + [line]
         return cell, resources
+
+
+def _visible(source: str) -> str:
+    kept, hidden = [], False
+    for text in source.splitlines():
+        if BEGIN in text:
+            hidden = True
+            kept.append(text.split("#")[0] + "# (hidden tests: not shown)")
+        elif END in text:
+            hidden = False
+        elif not hidden:
+            kept.append(text)
+    return "\n".join(kept)
+
+
+def own_text(folder) -> str:
+    """The cells the student wrote (answers and added cells) in ``folder``'s notebooks, normalized line by line."""
+    import nbformat
+
+    lines: list[str] = []
+    for path in folder.glob("*.ipynb") if folder.is_dir() else []:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("locked"):
+                lines.extend(leakscan.normalize(line) for line in cell.source.splitlines())
+    return "\n".join(lines)
 
 
 def feedback(course: Course, assignment: str, students: list[str] | None = None) -> tuple[list[str], list[str]]:
@@ -81,7 +104,10 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
             if not result.get("success"):
                 messages.append(f"{student}: feedback failed: {(result.get('error') or '').strip().splitlines()[-1:]}")
                 continue
-            leaks = leakscan.scan([folder], secrets, kinds=("hidden test",)) if folder.exists() else []
+            # A hidden-test line the student typed into their own cells reveals nothing to them.
+            own = own_text(course.autograded_dir(student, assignment))
+            checked = [secret for secret in secrets if secret.line not in own]
+            leaks = leakscan.scan([folder], checked, kinds=("hidden test",)) if folder.exists() else []
             if leaks:
                 shutil.rmtree(folder, ignore_errors=True)
                 withheld.append(student)

@@ -1,11 +1,16 @@
-"""``autograde``: prepare every submission, execute them in parallel sandboxes, write grades serially.
+"""``autograde``: prepare every submission, grade them in parallel, write grades serially.
+
+Each worker (``worker.py``) runs a submission's cells in its sandbox and the tests in itself, the
+judge (``judge.py``), and sends back one record per test cell. Points come only from a record
+that says ``passed`` (fail closed): no record, an error, a timeout, a lost sandbox score 0.
 
 The gradebook (SQLite) is written by the main thread only, one transaction per notebook, as
-results arrive; the workers only execute notebooks. A submission that cannot be read, a kernel
-that hangs, crashes or exits, a worker that dies: each ends in a defined result for that student
-(the tests it did not pass score 0, and the submission is flagged for manual grading with the
-reason) while the rest of the batch is graded. Manual scores are never overwritten, a copy of the
-gradebook is kept in ``gradebook.db.bak`` before each run, and re-running gives the same grades.
+results arrive. A submission that cannot be read, code that hangs, crashes or exits, a scan that
+blows up, a worker that dies: each ends in a defined result for that student (the tests it did
+not pass score 0, and the submission is flagged for manual grading with the reason) while the
+rest of the batch is graded. The advisory static scan runs beside the grading, in processes of
+its own; it flags, it never scores. Manual scores are never overwritten, a copy of the gradebook
+is kept in ``gradebook.db.bak`` before each run, and re-running gives the same grades.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from sqlalchemy.exc import SAWarning
 from . import pool, sandbox
 from .course import COURSE_ID, REPO_ROOT, Course, atomic_write, check_id
 from .errors import GradingError
-from .prepare import NotebookPlan, Prepared, plan_notebook, prepare, score_cells
+from .prepare import NotebookPlan, Prepared, job_cells, plan_notebook, prepare, score_tests, student_cells
+from .scan import scan_in_subprocess
 
 
 @dataclass
@@ -114,15 +120,55 @@ def _timestamp(folder: Path):
 
 def _outcome_flags(result: dict) -> list[str]:
     if result.get("status") in ("timeout", "stopped", "error"):
-        return list(result.get("reasons", [])) or [f"execution ended with status {result['status']}"]
+        return list(result.get("reasons", [])) or [f"grading ended with status {result['status']}"]
     return []
 
 
+def _tests(result: dict) -> dict[str, dict]:
+    """The worker's records, keeping only well-formed ones (a malformed record is no pass)."""
+    tests = result.get("tests")
+    if not isinstance(tests, dict):
+        return {}
+    return {str(grade_id): record for grade_id, record in tests.items() if isinstance(record, dict)}
+
+
+def graded_notebook(prepared: Prepared, result: dict):
+    """The prepared notebook with the outputs of this run, and each test cell's record in its
+    metadata (``autograder``), as the judge wrote them: what the instructor and feedback see."""
+    nb = prepared.nb
+    if nb is None:
+        return None
+    outputs = result.get("outputs") if isinstance(result.get("outputs"), dict) else {}
+    tests = _tests(result)
+    count = 0
+    for index, cell in enumerate(nb.cells):
+        cell.metadata.pop("autograder", None)  # only the judge's record may stand here
+        if cell.cell_type != "code":
+            continue
+        cell_outputs = outputs.get(str(index))
+        cell.outputs = [nbformat.from_dict(o) for o in cell_outputs] if isinstance(cell_outputs, list) else []
+        count += 1
+        cell.execution_count = count if isinstance(cell_outputs, list) else None
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in tests:
+            record = tests[grade_id]
+            cell.metadata["autograder"] = {"passed": record.get("passed") is True,
+                                           "message": str(record.get("message", ""))[:2000]}
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError:  # an output the worker sent is malformed: drop the outputs, keep the grades
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+    return nb
+
+
 def save_notebook(gb: Gradebook, course: Course, assignment: str, plan: NotebookPlan, prepared: Prepared,
-                  executed, flags: list[str]) -> dict:
+                  result: dict, flags: list[str]) -> dict:
     """Write one notebook's auto scores in one transaction; returns its report entry."""
     student = prepared.student
-    scores = score_cells(executed, plan.max_scores)
+    executed = graded_notebook(prepared, result)
+    scores = score_tests(_tests(result) if executed is not None else {}, plan)
     submission = gb.find_submission_notebook(plan.name, assignment, student)
     for grade in submission.grades:
         auto = scores.get(grade.name, 0.0)
@@ -146,6 +192,23 @@ def save_notebook(gb: Gradebook, course: Course, assignment: str, plan: Notebook
     return {"score": sum(s for s in scores.values() if s is not None),
             "max_score": sum(plan.max_scores.values()),
             "cells": scores}
+
+
+def _data_files(course: Course, assignment: str, run_dir: Path) -> Path | None:
+    """The assignment's released files other than notebooks, copied into a folder for the sandbox."""
+    files = [p for p in course.release_dir(assignment).iterdir()
+             if p.suffix != ".ipynb" and not p.name.startswith(".")]
+    if not files:
+        return None
+    folder = run_dir / "data" / assignment
+    folder.mkdir(parents=True)
+    for path in files:
+        (shutil.copytree if path.is_dir() else shutil.copy2)(path, folder / path.name)
+    for path in [folder, *folder.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    for parent in (run_dir / "data", run_dir):
+        os.chmod(parent, 0o755)
+    return folder
 
 
 def autograde(course: Course, assignment: str, options: GradeOptions,
@@ -175,7 +238,8 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
         started = time.monotonic()
         backup_gradebook(course)
         run_dir = Path(tempfile.mkdtemp(prefix="ag-", dir="/tmp" if os.path.isdir("/tmp") else None))
-        lease, workers, aborted = None, None, True
+        os.chmod(run_dir, 0o755)
+        lease, workers, scanner, aborted = None, None, None, True
         try:
             notebooks = max(1, len(list(course.release_dir(assignment).glob("*.ipynb"))))
             size = max(1, min(options.workers, len(students) * notebooks))
@@ -187,15 +251,15 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                 course.root, course.source, REPO_ROOT / "autograder", REPO_ROOT / "tests", run_dir / "io"])
             prober.shutdown(wait=False)
             workers = pool.WorkerPool(size, course.logs_dir / f"autograde-{assignment}.log",
-                                      timeout=options.notebook_timeout + 120,
+                                      timeout=options.notebook_timeout + 300,
                                       memory_cap=sandbox.tree_memory_limit(options.limits)).start()
+            scanner = ThreadPoolExecutor(max(1, min(2, size)))
             report = load_report(course, assignment)
             with open_gradebook(course) as gb:
                 plans = {plan.name: plan for plan in plan_assignment(course, gb, assignment)}
-                jobs, ready = {}, []
+                jobs, ready, scans = {}, [], {}
                 (run_dir / "io").mkdir()
-                files = [str(p) for p in course.release_dir(assignment).iterdir()
-                         if p.suffix != ".ipynb" and not p.name.startswith(".")]
+                sandbox_data = _data_files(course, assignment, run_dir)
                 for student in students:
                     folder = course.submitted_dir(student, assignment)
                     gb.update_or_create_student(student)
@@ -208,24 +272,29 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                             ready.append(prepared)
                             continue
                         number = len(jobs)
-                        source = run_dir / "io" / f"{number}.in.ipynb"
-                        nbformat.write(prepared.nb, source)
-                        jobs[number] = ({"id": number, "input": str(source), "output": str(run_dir / "io" / f"{number}.out.ipynb"),
-                                         "workdir": str(run_dir / "w" / str(number)), "runtime_dir": str(run_dir / "k" / str(number)),
-                                         "files": files, "sandbox": config.to_json(), "cell_timeout": options.cell_timeout,
+                        scans[number] = scanner.submit(scan_in_subprocess, student_cells(prepared.nb), plan.context,
+                                                       plan.modules)
+                        jobs[number] = ({"id": number, "cells": job_cells(prepared.nb), "names": plan.names,
+                                         "preload": plan.preload, "workdir": str(run_dir / "w"),
+                                         "data_dir": str(course.release_dir(assignment)),
+                                         "sandbox_data": str(sandbox_data) if sandbox_data else None,
+                                         "sandbox": config.to_json(), "cell_timeout": options.cell_timeout,
                                          "notebook_timeout": options.notebook_timeout}, prepared)
                     extra = sorted(p.name for p in folder.glob("*.ipynb") if p.stem not in plans)
                     if extra:
                         report["students"][student]["notes"].append(f"not part of the assignment, ignored: {', '.join(extra)}")
 
-                def record(prepared: Prepared, executed, result: dict) -> None:
-                    flags = prepared.flags + _outcome_flags(result)
-                    entry = save_notebook(gb, course, assignment, plans[prepared.notebook], prepared, executed, flags)
-                    entry["execution"] = result
+                def record(prepared: Prepared, result: dict, scan_flags: list[str]) -> None:
+                    flags = prepared.flags + scan_flags + _outcome_flags(result)
+                    entry = save_notebook(gb, course, assignment, plans[prepared.notebook], prepared, result, flags)
+                    entry["execution"] = {key: result.get(key) for key in ("status", "reasons", "timing", "uid")
+                                          if key in result}
+                    entry["tests"] = _tests(result)
                     student = report["students"][prepared.student]
                     student["notebooks"][prepared.notebook] = entry
                     student["flags"].extend(f"{prepared.notebook}: {flag}" for flag in flags)
-                    student["notes"].extend(f"{prepared.notebook}: {note}" for note in prepared.notes)
+                    student["notes"].extend(f"{prepared.notebook}: {note}"
+                                            for note in prepared.notes + list(result.get("notes", [])))
                     if len(student["notebooks"]) == len(plans):
                         submission = gb.find_submission(assignment, prepared.student)
                         student.update(status="flagged" if student["flags"] else "graded", score=submission.score,
@@ -240,17 +309,17 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                     workers.submit(job)
                 workers.finish()
                 for prepared in ready:
-                    record(prepared, None, {"status": "not run"})
+                    record(prepared, {"status": "not run"}, [])
                 for job, result in workers.results():
                     prepared = jobs[job["id"]][1]
-                    executed = None
-                    if result.get("status") != "error" and os.path.exists(job["output"]):
-                        executed = nbformat.read(job["output"], as_version=4)
-                    record(prepared, executed, result)
+                    record(prepared, result if isinstance(result, dict) else {"status": "error"},
+                           scans[job["id"]].result())
             aborted = False
         finally:
             if workers is not None:
                 workers.close(abort=aborted)
+            if scanner is not None:
+                scanner.shutdown(wait=not aborted, cancel_futures=aborted)
             shutil.rmtree(run_dir, ignore_errors=True)
             if lease is not None:
                 lease.release()

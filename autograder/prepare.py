@@ -1,6 +1,7 @@
-"""Turn a submitted file into the notebook to execute, recording every repair as a flag.
+"""Turn a submitted file into the notebook to grade, recording every repair as a flag.
 
-Runs in the main process (it reads the gradebook), before any student code runs:
+Runs in the main process (it reads the gradebook), before any student code runs; every step
+is guarded, so a notebook crafted to break one ends as that submission's flag, and nothing else:
 
 1. ``load_submission``: bytes -> a valid nbformat-4 notebook, or None with the reason (too big,
    not UTF-8, invalid JSON, not a notebook). Missing ``metadata``/``outputs`` keys are repaired.
@@ -14,7 +15,10 @@ Runs in the main process (it reads the gradebook), before any student code runs:
      non-test cell, and is not used);
    - nbgrader's ``OverwriteCells`` then restores the source of every read-only cell from the
      gradebook, hidden tests included, and ``CheckCellMetadata`` validates the result.
-3. ``scan``: the static scan of the cells the student controls (``scan.py``).
+3. ``job_cells``: the notebook as the judge needs it: the student's cells and the read-only code
+   (run in the sandbox), the test cells (run in the judge only, never sent to the sandbox).
+
+The advisory static scan (``scan.py``) runs separately, in a process of its own.
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbgrader import utils as nbutils
 from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, OverwriteCells, OverwriteKernelspec
 
 from . import scan
+from .judge import api_names, preload_for
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
+MAX_CELLS = 2000
 _CELL_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
 
 
@@ -46,6 +51,9 @@ class NotebookPlan:
     context: scan.ScanContext
     modules: dict[str, str]
     locked_sources: dict[str, str] = field(default_factory=dict)   # the source notebook's read-only cells
+    names: list[str] = field(default_factory=list)       # what the answer cells define: the tests' proxies
+    preload: list[str] = field(default_factory=list)     # modules the sandbox imports once per worker
+    test_ids: set[str] = field(default_factory=set)      # graded by tests (the rest of max_scores: by hand)
 
 
 @dataclass
@@ -70,11 +78,13 @@ def _source(cell) -> str:
 def plan_notebook(name: str, released_path: Path, source_path: Path, max_scores: dict[str, float]) -> NotebookPlan:
     released = nbformat.read(released_path, as_version=4)
     source = nbformat.read(source_path, as_version=4) if source_path.exists() else released
-    instructor, solutions, locked_sources = [], [], {}
+    instructor, solutions, locked_sources, test_ids = [], [], {}, set()
     for cell in source.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("locked") and meta.get("grade_id"):
             locked_sources[meta["grade_id"]] = cell.source
+        if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
+            test_ids.add(meta.get("grade_id"))
         if cell.cell_type != "code":
             continue
         if meta.get("solution"):
@@ -83,7 +93,9 @@ def plan_notebook(name: str, released_path: Path, source_path: Path, max_scores:
             instructor.append(cell.source)
     return NotebookPlan(name=name, released=released, max_scores=max_scores,
                         context=scan.build_context(instructor, solutions),
-                        modules=scan.instructor_modules(instructor), locked_sources=locked_sources)
+                        modules=scan.instructor_modules(instructor), locked_sources=locked_sources,
+                        names=api_names(solutions), preload=preload_for(instructor + solutions),
+                        test_ids=test_ids & set(max_scores))
 
 
 def load_submission(path: Path) -> tuple[nbformat.NotebookNode | None, list[str]]:
@@ -102,6 +114,8 @@ def load_submission(path: Path) -> tuple[nbformat.NotebookNode | None, list[str]
         return None, [f"{path.name} is nested too deeply to read"]
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         return None, [f"{path.name} is not a notebook (no list of cells)"]
+    if len(data["cells"]) > MAX_CELLS:
+        return None, [f"{path.name} has {len(data['cells'])} cells, over the grader's limit of {MAX_CELLS}"]
     if data.get("nbformat") != 4:
         try:
             data = json.loads(nbformat.writes(nbformat.reads(json.dumps(data), as_version=4)))
@@ -253,38 +267,57 @@ def student_cells(nb) -> list[tuple[str, str]]:
 
 
 def prepare(path: Path | None, plan: NotebookPlan, student: str, assignment: str, db_url: str) -> Prepared:
+    """The notebook to grade, or ``nb=None`` with the reason; never raises for a bad submission."""
     prepared = Prepared(student=student, notebook=plan.name, nb=None)
     if path is None or not path.exists():
         prepared.notes.append(f"{plan.name}.ipynb was not submitted: scored 0")
         return prepared
-    nb, flags = load_submission(path)
-    prepared.flags.extend(flags)
-    if nb is None:
-        return prepared
-    prepared.flags.extend(restore(nb, plan))
-    resources = {"nbgrader": {"notebook": plan.name, "assignment": assignment, "student": student,
-                              "db_url": db_url}}
     try:
+        nb, flags = load_submission(path)
+        prepared.flags.extend(flags)
+        if nb is None:
+            return prepared
+        prepared.flags.extend(restore(nb, plan))
+        resources = {"nbgrader": {"notebook": plan.name, "assignment": assignment, "student": student,
+                                  "db_url": db_url}}
         sanitize(nb, plan, resources)
-    except Exception as exc:  # noqa: BLE001 - a notebook nbgrader cannot sanitize is flagged, not run
+    except (Exception, RecursionError, MemoryError) as exc:  # noqa: BLE001 - one submission's problem
         prepared.flags.append(f"{plan.name}.ipynb could not be prepared for grading: "
                               f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         return prepared
-    prepared.flags.extend(scan.scan_cells(student_cells(nb), plan.context, plan.modules))
     prepared.nb = nb
     return prepared
 
 
-def score_cells(nb, max_scores: dict[str, float]) -> dict[str, float]:
-    """Auto score of every graded cell (nbgrader's rule: an error or stderr output scores 0).
+def job_cells(nb) -> list[dict]:
+    """The code cells in notebook order, each with its kind: ``student`` (answers and cells the
+    student added: run in the sandbox), ``readonly`` (instructor code: run in both), ``test``
+    (run in the judge only)."""
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        grade_id = meta.get("grade_id")
+        if meta.get("grade") and not meta.get("solution") and meta.get("locked"):
+            kind = "test"
+        elif meta.get("locked") and not meta.get("solution"):
+            kind = "readonly"
+        else:
+            kind = "student"
+        cells.append({"index": index, "kind": kind, "source": cell.source, "grade_id": grade_id})
+    return cells
 
-    A graded cell absent from ``nb`` scores 0; ``None`` means it needs a human (a written answer).
-    """
-    scores: dict[str, float] = {grade_id: 0.0 for grade_id in max_scores}
-    if nb is None:
-        return scores
-    for cell in nb.cells:
-        if nbutils.is_grade(cell) and cell.metadata.nbgrader.get("grade_id") in max_scores:
-            auto, _ = nbutils.determine_grade(cell)
-            scores[cell.metadata.nbgrader["grade_id"]] = auto
+
+def score_tests(tests: dict[str, dict], plan: NotebookPlan) -> dict[str, float | None]:
+    """Points per graded cell, fail closed: a test cell scores only with an explicit pass record;
+    a cell graded by hand (a written answer) is ``None``."""
+    scores: dict[str, float | None] = {}
+    for grade_id, points in plan.max_scores.items():
+        if grade_id not in plan.test_ids:
+            scores[grade_id] = None
+            continue
+        record = tests.get(grade_id)
+        passed = isinstance(record, dict) and record.get("passed") is True
+        scores[grade_id] = points if passed else 0.0
     return scores

@@ -1,25 +1,24 @@
-"""The grading kernel's sandbox: bubblewrap, an unprivileged uid, resource limits.
+"""The sandbox the student's code runs in: bubblewrap, an unprivileged uid, resource limits.
 
-A kernel runs as::
+The zygote (``runner.py``) runs as::
 
     bwrap  <namespaces: ipc pid net uts cgroup>  --die-with-parent --new-session --clearenv
-           <read-only: /usr, the Python installation, the venv, the attention_course package folder>
+           <read-only: /usr, the Python installation, the venv, the attention_course package folder,
+            runner.py and wire.py in /grader, the assignment's data files in /grader-data>
            <synthetic /etc/passwd, /etc/group, /etc/hosts; the real /etc/ld.so.cache and /etc/fonts>
-           --dev /dev --proc /proc --tmpfs /tmp (size-limited)
-           <read-write: this student's working folder and this kernel's IPC folder, nothing else>
+           --dev /dev --proc /proc --tmpfs /tmp (size-limited) --tmpfs <the working folder> (size-limited)
       -- setpriv --reuid U --regid U --clear-groups --no-new-privs (drop every capability)
       -- prlimit --as --cpu --nproc --fsize --nofile --core=0
-      -- <venv>/bin/python -m ipykernel_launcher -f <connection file>
+      -- <venv>/bin/python /grader/runner.py --control-fd N --sandboxed ...
+
+Nothing from outside is writable. Its only channel out is the control socket the judge passed
+in (fd N), and for each submission a socket of that submission's own.
 
 Run as root (CI, the course machine), bwrap creates no user namespace and ``setpriv`` drops to a
 uid of its own per worker (leased from 61000-61999 for the run): outside the sandbox that uid owns
 nothing and is not root, so file permissions apply on top of the mounts, and ``RLIMIT_NPROC``
 (which the kernel never enforces for uid 0) bounds a fork bomb, per worker. Run as a normal user,
 bwrap maps the user's own uid in a new user namespace instead; the limits are the same.
-
-The kernel talks to the grader over ZeroMQ IPC sockets in a folder of its own (TCP cannot cross
-into the empty network namespace); interrupts go as messages (``interrupt_mode: message``), since
-a SIGINT would hit bwrap, not the kernel.
 """
 
 from __future__ import annotations
@@ -44,12 +43,12 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-kernel limits. ``cpu_seconds`` and ``memory_mb`` are per process (RLIMIT_CPU, RLIMIT_AS)."""
+    """Per-sandbox limits. ``cpu_seconds`` and ``memory_mb`` are per process (RLIMIT_CPU, RLIMIT_AS)."""
 
     memory_mb: int = 4096
     cpu_seconds: int = 900
     processes: int = 256       # tasks (threads count) of the sandbox uid
-    file_mb: int = 256         # largest file the kernel may write
+    file_mb: int = 256         # largest file the student's code may write
     tmp_mb: int = 256          # size of the sandbox's /tmp (a tmpfs, so it is memory)
     work_mb: int = 256         # size of the working folder (a tmpfs too: nothing reaches the disk)
     open_files: int = 1024
@@ -57,7 +56,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """Everything a worker needs to build a kernel command; JSON-serialisable."""
+    """Everything a worker needs to build the sandbox's command; JSON-serialisable."""
 
     bwrap: str | None                   # None: no sandbox (--unsafe-no-sandbox)
     python: str = sys.executable
@@ -87,7 +86,7 @@ class SandboxConfig:
         return cls(**data)
 
     def uid(self, worker: int) -> int | None:
-        """The uid the kernel runs as (root mode only; otherwise the caller's own)."""
+        """The uid the sandbox runs as (root mode only; otherwise the caller's own)."""
         return self.uids[worker] if (self.sandboxed and self.privileged) else None
 
 
@@ -153,7 +152,7 @@ def memory_cgroup() -> Path | None:
 
 
 def enter_memory_cgroup(limit_bytes: int) -> Path | None:
-    """Move this process (and so every kernel it starts) into a new cgroup capped at ``limit_bytes``.
+    """Move this process (and so every sandbox it starts) into a new cgroup capped at ``limit_bytes``.
 
     The per-process RLIMIT_AS does not bound a tree (a fork bomb of big allocations); this does:
     past the cap, the kernel's OOM killer ends a process of this cgroup only. Returns the cgroup.
@@ -179,7 +178,7 @@ def enter_memory_cgroup(limit_bytes: int) -> Path | None:
 
 
 def remove_memory_cgroup(pid: int) -> None:
-    """Remove the cgroup of a worker that has exited (once its last kernel process is gone)."""
+    """Remove the cgroup of a worker that has exited (once its last sandboxed process is gone)."""
     base = memory_cgroup()
     folder = base / f"autograder-{pid}" if base is not None else None
     for _ in range(20):
@@ -193,7 +192,7 @@ def remove_memory_cgroup(pid: int) -> None:
 
 
 def tree_memory_limit(limits: "Limits") -> int:
-    """The cap of one worker's cgroup: the kernel's address space, both tmpfs, and the worker itself."""
+    """The cap of one worker's cgroup: the sandbox's address space, both tmpfs, and the worker itself."""
     return (limits.memory_mb + limits.tmp_mb + limits.work_mb + 512) * MiB
 
 
@@ -218,7 +217,7 @@ def package_dirs() -> tuple[str, ...]:
 
 def make_config(bwrap: str | None, limits: Limits, run_dir: Path, workers: int,
                 uids: list[int] | tuple[int, ...] = ()) -> SandboxConfig:
-    """The sandbox of one run; as root, ``uids`` (one per worker, from ``UidLease``) run the kernels."""
+    """The sandbox of one run; as root, ``uids`` (one per worker, from ``UidLease``) run the sandboxes."""
     etc = run_dir / "etc"
     etc.mkdir(parents=True, exist_ok=True)
     users = ["root:x:0:0:root:/root:/usr/sbin/nologin", "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"]
@@ -240,8 +239,8 @@ def make_config(bwrap: str | None, limits: Limits, run_dir: Path, workers: int,
                          uids=tuple(uids), limits=limits)
 
 
-def kernel_env(config: SandboxConfig) -> dict[str, str]:
-    """The kernel's whole environment (the instructor's is not passed in)."""
+def sandbox_env(config: SandboxConfig) -> dict[str, str]:
+    """The sandbox's whole environment (the instructor's is not passed in)."""
     return {
         "PATH": f"{config.venv}/bin:/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
@@ -252,7 +251,7 @@ def kernel_env(config: SandboxConfig) -> dict[str, str]:
         "IPYTHONDIR": "/tmp/ipython",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
-        # One BLAS/OpenMP thread per kernel: the workers are the parallelism.
+        # One BLAS/OpenMP thread per sandbox: the workers are the parallelism.
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -273,13 +272,14 @@ def _limits_argv(config: SandboxConfig) -> list[str]:
             f"--nofile={limits.open_files}", "--core=0", "--"]
 
 
-def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str, uid: int | None,
-               command: list[str], files: tuple[str, ...] | list[str] = ()) -> list[str]:
+def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, uid: int | None,
+               command: list[str], files: tuple[str, ...] | list[str] = (),
+               read_only: tuple[tuple[str, str], ...] = ()) -> list[str]:
     """The full bubblewrap command line around ``command`` (run inside, as the sandbox uid).
 
-    ``workdir`` is a fresh size-limited tmpfs inside the sandbox (the kernel's working folder),
-    holding read-only binds of ``files`` (the assignment's data files); ``runtime_dir`` (the
-    kernel's IPC sockets and connection file) is the one folder bound read-write from outside.
+    ``workdir`` is a fresh size-limited tmpfs inside the sandbox (its working folder), holding
+    read-only binds of ``files`` (the assignment's data files); ``runtime_dir``, if given, is the
+    one folder bound read-write from outside; ``read_only`` binds more (outside path, inside path).
     """
     assert config.bwrap is not None
     argv = [config.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
@@ -302,17 +302,18 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str, uid: in
              "--ro-bind-try", "/etc/fonts", "/etc/fonts",
              "--ro-bind-try", "/etc/localtime", "/etc/localtime"]
 
-    read_only: list[str] = []
+    installed: list[str] = []
     for path in (config.python_home, config.venv, *config.package_dirs):
         path = os.path.realpath(path)
-        if not any(_inside(path, p) for p in ["/usr", *read_only]):
-            read_only.append(path)
+        if not any(_inside(path, p) for p in ["/usr", *installed]):
+            installed.append(path)
     workdir = os.path.realpath(workdir)
-    writable = [os.path.realpath(runtime_dir)]
+    writable = [os.path.realpath(runtime_dir)] if runtime_dir else []
+    extra = [(os.path.realpath(outside), inside) for outside, inside in read_only]
     # bwrap creates missing parents with mode 0700, which the unprivileged uid could not
     # traverse: create every parent first, world-readable.
     made = {"/", "/usr", "/tmp", "/etc", "/dev", "/proc"}
-    for path in read_only + writable + [workdir]:
+    for path in installed + writable + [workdir] + [inside for _, inside in extra]:
         parents = []
         parent = os.path.dirname(path)
         while parent not in made and parent != "/":
@@ -322,15 +323,17 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str, uid: in
             argv += ["--perms", "0755", "--dir", parent]
             made.add(parent)
         made.add(path)
-    for path in read_only:
+    for path in installed:
         argv += ["--ro-bind", path, path]
     for path in writable:
         argv += ["--bind", path, path]
+    for outside, inside in extra:
+        argv += ["--ro-bind", outside, inside]
     argv += ["--perms", "1777", "--size", str(config.limits.work_mb * MiB), "--tmpfs", workdir]
     for file in files:
         argv += ["--ro-bind", os.path.realpath(file), os.path.join(workdir, os.path.basename(file))]
     argv += ["--chdir", workdir]
-    for key, value in kernel_env(config).items():
+    for key, value in sandbox_env(config).items():
         argv += ["--setenv", key, value]
     argv.append("--")
     if config.privileged:
@@ -341,19 +344,38 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str, uid: in
     return argv + _limits_argv(config) + command
 
 
-def kernel_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str, uid: int | None,
-                files: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """The kernelspec argv; jupyter_client fills in ``{connection_file}``."""
-    command = [config.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+GRADER_FILES = ("runner.py", "wire.py")   # what of the autograder the sandbox sees: the runner, nothing else
+INSIDE_GRADER = "/grader"
+INSIDE_DATA = "/grader-data"
+
+
+def runner_argv(config: SandboxConfig, *, uid: int | None, work_dir: str, data_dir: str | None,
+                preload: list[str], control_fd: int) -> list[str]:
+    """The command that starts the zygote (``runner.py``) in its sandbox, its control socket on ``control_fd``.
+
+    Inside: the runner and the wire format, read-only in ``/grader``; the assignment's data files,
+    read-only in ``/grader-data`` (copied into each submission's working folder); ``work_dir``, a
+    size-limited tmpfs where each submission gets a fresh folder. Unsandboxed, the same command
+    runs on the real paths, with the resource limits only.
+    """
+    here = Path(__file__).resolve().parent
     if config.sandboxed:
-        return bwrap_argv(config, workdir=workdir, runtime_dir=runtime_dir, uid=uid, command=command, files=files)
-    # Unsandboxed: the limits still apply, and the kernel dies with its worker.
+        binds = tuple((str(here / name), f"{INSIDE_GRADER}/{name}") for name in GRADER_FILES)
+        if data_dir:
+            binds += ((data_dir, INSIDE_DATA),)
+        command = [config.python, f"{INSIDE_GRADER}/runner.py", "--work", os.path.realpath(work_dir),
+                   "--preload", ",".join(preload), "--control-fd", str(control_fd), "--sandboxed"]
+        if data_dir:
+            command += ["--data", INSIDE_DATA]
+        return bwrap_argv(config, workdir=work_dir, runtime_dir=None, uid=uid, command=command, read_only=binds)
+    command = [config.python, str(here / "runner.py"), "--work", work_dir, "--preload", ",".join(preload),
+               "--control-fd", str(control_fd)] + (["--data", data_dir] if data_dir else [])
     prefix = [config.setpriv, "--pdeathsig=KILL", "--"] if config.setpriv else []
     return prefix + _limits_argv(config) + command
 
 
 def prepare_dirs(config: SandboxConfig, uid: int | None, *paths: Path) -> None:
-    """Make the kernel's IPC folder (and, unsandboxed, its working folder) its own (it runs as ``uid``)."""
+    """Make folders the sandboxed process's own (it runs as ``uid``)."""
     for path in paths:
         path.mkdir(parents=True, exist_ok=True)
         if uid is not None:
@@ -366,7 +388,7 @@ def prepare_dirs(config: SandboxConfig, uid: int | None, *paths: Path) -> None:
 
 _PROBE = """
 import json, os, sys
-import ipykernel, numpy, attention_course
+import IPython, numpy, attention_course
 hidden = [p for p in json.loads(sys.argv[1]) if os.path.exists(p)]
 open("probe", "w").write("ok")
 print(json.dumps({"uid": os.getuid(), "visible": hidden, "cwd": os.getcwd()}))
@@ -374,7 +396,7 @@ print(json.dumps({"uid": os.getuid(), "visible": hidden, "cwd": os.getcwd()}))
 
 
 def preflight(config: SandboxConfig, must_not_see: list[Path]) -> str:
-    """Run one tiny sandbox before grading: it must start, import the kernel, and see none of ``must_not_see``.
+    """Run one tiny sandbox before grading: it must start, import what the runner needs, and see none of ``must_not_see``.
 
     Returns a one-line description of the sandbox; raises GradingError when it does not work.
     """

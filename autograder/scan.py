@@ -1,8 +1,8 @@
-"""A static scan of the student's code cells (Python ``ast``, outside the kernel).
+"""An advisory static scan of the student's code cells (Python ``ast``), for manual review.
 
-A sandbox stops a submission from reading or changing files; it cannot stop an answer from
-subverting the tests inside its own kernel. The tests are written not to trust what an answer
-can replace, and this scan flags (for manual grading, with the reason) answers that try:
+The scan decides no score: the tests run in the judge, outside the student's process, where
+nothing an answer does can reach them. It flags for a human's look (with the reason) answers
+that try things an honest answer has no need of:
 
 - patching: assigning to or deleting attributes of numpy, ``attention_course``, builtins or any
   imported module (``np.allclose = ...``), ``setattr``/``delattr`` on them, dunder attributes
@@ -11,27 +11,34 @@ can replace, and this scan flags (for manual grading, with the reason) answers t
 - calling the reference implementation: importing ``attention_course.numpy_track`` or
   ``attention_course.torch_track`` in an answer, or using a name the instructor's cells import
   from them (unless the reference solution does the same);
-- leaving the kernel's control: ``os._exit``, ``os.kill``, ``os.fork``, ``os.system``, ``ctypes``,
+- leaving the notebook's control: ``os._exit``, ``os.kill``, ``os.fork``, ``os.system``, ``ctypes``,
   ``subprocess``, ``socket``, ``signal``, threads, ``get_ipython``/IPython/ZeroMQ internals,
   ``sys.modules``/frames/trace hooks, ``exec``/``eval``/``compile``/``__import__``/``globals``.
 
 Cells are read after IPython's own input transformation (so ``!cmd`` and ``%magic`` are seen as
 the ``get_ipython()`` calls they are). A cell that does not parse is skipped: it cannot run either.
+
+``scan_in_subprocess`` runs the scan in a process of its own, with time and memory limits: a
+notebook crafted to blow the scan up (deep nesting, huge cells) ends that scan with a flag, and
+nothing else (``python -m autograder.scan`` is that process's entry point).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import json
 import re
-from dataclasses import dataclass, field
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
 
 from IPython.core.inputtransformer2 import TransformerManager
 
 REFERENCE_MODULES = ("attention_course.numpy_track", "attention_course.torch_track")
 PROTECTED_ROOTS = {"numpy", "attention_course", "builtins", "torch"}
 FORBIDDEN_MODULES = {
-    "ctypes": "loads native code (can crash or rewrite the kernel)",
+    "ctypes": "loads native code (can crash or rewrite its own process)",
     "subprocess": "starts processes",
     "socket": "opens network connections",
     "multiprocessing": "starts processes",
@@ -42,17 +49,18 @@ FORBIDDEN_MODULES = {
     "_thread": "starts threads that outlive the cell",
     "gc": "reaches objects the tests hold",
     "inspect": "reaches the frames of the tests",
-    "IPython": "reaches the kernel",
+    "IPython": "reaches the shell that runs the notebook",
     "ipykernel": "reaches the kernel",
     "zmq": "reaches the kernel's sockets",
     "jupyter_client": "reaches the kernel's sockets",
     "importlib": "reloads or swaps modules",
     "builtins": "can replace builtins",
     "posix": "calls the operating system directly",
-    "linecache": "reads the source of other cells (hidden tests)",
-    "traceback": "reads the source of other cells (hidden tests)",
+    "linecache": "reads the source of other cells",
+    "traceback": "reads the source of other cells",
 }
-# IPython keeps every executed cell's source (hidden tests included) in these names.
+# IPython keeps every executed cell's source in these names (in the grader, the student's own cells
+# only: the tests never run where the student's code runs).
 HISTORY_NAMES = {"In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii"}
 FORBIDDEN_ATTRIBUTES = {
     "os": {"_exit", "kill", "killpg", "fork", "forkpty", "system", "popen", "abort", "setsid",
@@ -276,7 +284,7 @@ class _CellScanner(ast.NodeVisitor):
         if node.id == "__builtins__":
             self.flag(node, "reaches __builtins__")
         if isinstance(node.ctx, ast.Load) and (node.id in HISTORY_NAMES or re.fullmatch(r"_i\d+", node.id)):
-            self.flag(node, f"reads {node.id}, the kernel's record of executed cells (hidden tests included)")
+            self.flag(node, f"reads {node.id}, IPython's record of executed cells")
 
     def visit_Attribute(self, node):
         chain = []
@@ -405,3 +413,52 @@ def instructor_modules(instructor_cells: list[str]) -> dict[str, str]:
                 for alias in node.names:
                     modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     return modules
+
+
+SCAN_SECONDS = 30
+SCAN_MEMORY = 1024 * 1024 * 1024
+
+
+def _limit_scan() -> None:
+    """In the scan's own process, first thing: its memory and CPU time are bounded."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (SCAN_MEMORY, SCAN_MEMORY))
+    resource.setrlimit(resource.RLIMIT_CPU, (SCAN_SECONDS, SCAN_SECONDS))
+
+
+def scan_in_subprocess(cells: list[tuple[str, str]], context: ScanContext,
+                       modules: dict[str, str] | None = None) -> list[str]:
+    """``scan_cells`` in a process of its own (time and memory limits); a scan that fails is one flag."""
+    request = json.dumps({"cells": cells, "modules": modules or {},
+                          "context": {key: sorted(value) if isinstance(value, set) else value
+                                      for key, value in asdict(context).items()}})
+    try:
+        done = subprocess.run([sys.executable, "-m", "autograder.scan"], input=request, capture_output=True,
+                              text=True, timeout=SCAN_SECONDS + 10)
+    except subprocess.TimeoutExpired:
+        return [f"the static scan ran past its {SCAN_SECONDS} s limit: review the code by hand"]
+    try:
+        findings = json.loads(done.stdout)
+    except ValueError:
+        findings = None
+    if done.returncode != 0 or not isinstance(findings, list):
+        return [f"the static scan failed on this notebook (exit status {done.returncode}): review the code by hand"]
+    return [str(finding) for finding in findings]
+
+
+def main() -> int:
+    """Read a scan request on stdin, print the findings as JSON."""
+    _limit_scan()
+    request = json.loads(sys.stdin.read())
+    data = request["context"]
+    context = ScanContext(instructor_names=dict(data["instructor_names"]), reference_names=set(data["reference_names"]),
+                          solution_names=set(data["solution_names"]),
+                          solution_reference_imports=set(data["solution_reference_imports"]))
+    cells = [(str(where), str(source)) for where, source in request["cells"]]
+    print(json.dumps(scan_cells(cells, context, request.get("modules"))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -3,9 +3,9 @@
 Two sources:
 
 - ``--from PATH``: a folder or a .zip holding ``<student>.ipynb`` (one-notebook assignments) or
-  ``<student>/<notebook>.ipynb``. Everything is checked before anything is copied: student ids,
-  notebook names, no other files, no links, no absolute or ``..`` paths in a zip, sizes. One bad
-  entry stops the import with a one-line error naming it.
+  ``<student>/<notebook>.ipynb``. Every entry is checked before anything is copied: student ids,
+  notebook names, no other files, no links, no absolute or ``..`` paths in a zip, sizes. A bad
+  entry is refused, with its name and the reason; the good ones are imported.
 - ``--from-exchange DIR``: nbgrader's exchange, ``<course>/inbound/<student>+<assignment>+<timestamp>[+...]/``
   (DIR may be the exchange root, the course folder or the inbound folder); the latest submission
   of each student is taken, with its timestamp; files other than the assignment's notebooks are ignored.
@@ -39,6 +39,17 @@ class Incoming:
     student: str
     notebooks: dict[str, bytes] = field(default_factory=dict)   # notebook name -> content
     timestamp: str | None = None
+
+
+class Found(dict):
+    """Student id -> ``Incoming``, and the entries refused on the way (``refused``: one line each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: list[str] = []
+
+    def refuse(self, error: GradingError) -> None:
+        self.refused.append(str(error))
 
 
 def assignment_notebooks(course: Course, assignment: str) -> list[str]:
@@ -84,59 +95,86 @@ def _place(found: dict[str, Incoming], where: str, parts: tuple[str, ...], data:
     incoming.notebooks[notebook] = data
 
 
-def read_folder(path: Path, notebooks: list[str]) -> dict[str, Incoming]:
-    found: dict[str, Incoming] = {}
+def _read_file(path: Path) -> bytes:
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        raise GradingError(f"{path} is larger than {MAX_NOTEBOOK_BYTES // (1024 * 1024)} MiB")
+    return path.read_bytes()
+
+
+def _check_entry(path: Path) -> None:
+    if path.is_symlink():
+        raise GradingError(f"symbolic link not allowed: {path}")
+    if not path.is_dir() and not path.is_file():
+        raise GradingError(f"not a regular file: {path}")
+
+
+def read_folder(path: Path, notebooks: list[str]) -> Found:
+    found = Found()
     for entry in sorted(path.iterdir()):
         if entry.name in _IGNORED:
             continue
-        if entry.is_symlink():
-            raise GradingError(f"symbolic link not allowed: {entry}")
-        if entry.is_dir():
-            for inner in sorted(entry.iterdir()):
-                if inner.name in _IGNORED:
-                    continue
-                if inner.is_symlink():
-                    raise GradingError(f"symbolic link not allowed: {inner}")
+        try:
+            _check_entry(entry)
+            if not entry.is_dir():
+                _place(found, str(entry), (entry.name,), _read_file(entry), notebooks)
+                continue
+        except GradingError as error:
+            found.refuse(error)
+            continue
+        for inner in sorted(entry.iterdir()):
+            if inner.name in _IGNORED:
+                continue
+            try:
+                _check_entry(inner)
                 if inner.is_dir():
                     raise GradingError(f"{inner} is nested too deep (expected <student>/<notebook>.ipynb)")
-                _place(found, str(inner), (entry.name, inner.name), inner.read_bytes(), notebooks)
-        else:
-            if not entry.is_file():
-                raise GradingError(f"not a regular file: {entry}")
-            _place(found, str(entry), (entry.name,), entry.read_bytes(), notebooks)
+                _place(found, str(inner), (entry.name, inner.name), _read_file(inner), notebooks)
+            except GradingError as error:
+                found.refuse(error)
     return found
 
 
-def read_zip(path: Path, notebooks: list[str]) -> dict[str, Incoming]:
-    found: dict[str, Incoming] = {}
+def _zip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, where: str) -> bytes | None:
+    """The member's bytes, None for what is skipped (folders, metadata), or a GradingError."""
+    name = member.filename
+    if "\\" in name or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise GradingError(f"path traversal in {where}")
+    parts = PurePosixPath(name).parts
+    if any(part == ".." for part in parts):
+        raise GradingError(f"path traversal in {where}")
+    if parts and parts[0] in _IGNORED or (len(parts) > 1 and parts[1] in _IGNORED) or member.is_dir():
+        return None
+    if stat.S_ISLNK(member.external_attr >> 16):
+        raise GradingError(f"symbolic link not allowed: {where}")
+    if member.flag_bits & 0x1:
+        raise GradingError(f"encrypted member not supported: {where}")
+    if member.file_size > MAX_NOTEBOOK_BYTES:
+        raise GradingError(f"{where} is larger than {MAX_NOTEBOOK_BYTES // (1024 * 1024)} MiB")
+    try:
+        with archive.open(member) as handle:
+            data = handle.read(MAX_NOTEBOOK_BYTES + 1)  # the header's size may lie
+    except (zipfile.BadZipFile, OSError, NotImplementedError, RuntimeError, EOFError) as exc:
+        raise GradingError(f"cannot read {where}: {exc}") from None
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise GradingError(f"{where} is larger than {MAX_NOTEBOOK_BYTES // (1024 * 1024)} MiB")
+    return data
+
+
+def read_zip(path: Path, notebooks: list[str]) -> Found:
+    found = Found()
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
         raise GradingError(f"not a valid zip file: {path} ({exc})") from None
     with archive:
         for member in archive.infolist():
-            name = member.filename
-            where = f"{path}!{name}"
-            if "\\" in name or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-                raise GradingError(f"path traversal in {where}")
-            parts = PurePosixPath(name).parts
-            if any(part == ".." for part in parts):
-                raise GradingError(f"path traversal in {where}")
-            if parts and parts[0] in _IGNORED or (len(parts) > 1 and parts[1] in _IGNORED):
-                continue
-            if member.is_dir():
-                continue
-            if stat.S_ISLNK(member.external_attr >> 16):
-                raise GradingError(f"symbolic link not allowed: {where}")
-            if member.flag_bits & 0x1:
-                raise GradingError(f"encrypted member not supported: {where}")
-            if member.file_size > MAX_NOTEBOOK_BYTES:
-                raise GradingError(f"{where} is larger than {MAX_NOTEBOOK_BYTES // (1024 * 1024)} MiB")
+            where = f"{path}!{member.filename}"
             try:
-                data = archive.read(member)
-            except (zipfile.BadZipFile, OSError, NotImplementedError) as exc:
-                raise GradingError(f"cannot read {where}: {exc}") from None
-            _place(found, where, tuple(name.rstrip("/").split("/")), data, notebooks)
+                data = _zip_member(archive, member, where)
+                if data is not None:
+                    _place(found, where, tuple(member.filename.rstrip("/").split("/")), data, notebooks)
+            except GradingError as error:
+                found.refuse(error)
     return found
 
 
@@ -150,37 +188,41 @@ def _inbound_dir(path: Path) -> Path:
                        f"(expected {path}/{COURSE_ID}/inbound/<student>+<assignment>+<timestamp>)")
 
 
-def read_exchange(path: Path, assignment: str, notebooks: list[str]) -> dict[str, Incoming]:
+def read_exchange(path: Path, assignment: str, notebooks: list[str]) -> Found:
     inbound = _inbound_dir(path)
     latest: dict[str, tuple[dt.datetime, Path, str]] = {}
+    found = Found()
     for entry in sorted(inbound.iterdir()):
         parts = entry.name.split("+")
         if len(parts) < 3 or parts[1] != assignment or not entry.is_dir() or entry.is_symlink():
             continue
         student, stamp = parts[0], parts[2]
         if not is_valid_id(student):
-            raise GradingError(f"bad student id {student!r} in {entry}")
+            found.refuse(GradingError(f"bad student id {student!r} in {entry}"))
+            continue
         stamp_file = entry / "timestamp.txt"
         if stamp_file.is_file() and not stamp_file.is_symlink():
-            stamp = stamp_file.read_text().strip() or stamp
+            stamp = stamp_file.read_text(errors="replace").strip()[:100] or stamp
         try:
             when = parse_utc(stamp)
-        except Exception:  # noqa: BLE001
-            raise GradingError(f"bad timestamp {stamp!r} in {entry}") from None
+        except Exception:  # noqa: BLE001 - any unreadable timestamp: that submission is refused
+            found.refuse(GradingError(f"bad timestamp {stamp!r} in {entry}"))
+            continue
         if student not in latest or when > latest[student][0]:
             latest[student] = (when, entry, stamp)
-    found: dict[str, Incoming] = {}
     for student, (_, entry, stamp) in sorted(latest.items()):
         incoming = Incoming(student, timestamp=stamp)
         for notebook in notebooks:
             file = entry / f"{notebook}.ipynb"
-            if file.is_symlink():
-                raise GradingError(f"symbolic link not allowed: {file}")
-            if file.is_file():
-                if file.stat().st_size > MAX_NOTEBOOK_BYTES:
-                    raise GradingError(f"{file} is larger than {MAX_NOTEBOOK_BYTES // (1024 * 1024)} MiB")
-                incoming.notebooks[notebook] = file.read_bytes()
-        found[student] = incoming
+            if not file.exists() and not file.is_symlink():
+                continue  # this notebook was not handed in
+            try:
+                _check_entry(file)
+                incoming.notebooks[notebook] = _read_file(file)
+            except GradingError as error:
+                found.refuse(error)
+        if incoming.notebooks:
+            found[student] = incoming
     return found
 
 
@@ -220,7 +262,12 @@ def store(course: Course, assignment: str, found: dict[str, Incoming]) -> dict[s
 
 
 def import_submissions(course: Course, assignment: str, *, source: Path | None = None,
-                       exchange: Path | None = None) -> str:
+                       exchange: Path | None = None) -> tuple[str, list[str]]:
+    """Import every good entry; returns the summary line and one line per refused entry.
+
+    Raises:
+        GradingError when there is nothing to import at all (no such source, not a zip, no entry).
+    """
     notebooks = assignment_notebooks(course, assignment)
     if exchange is not None:
         if not exchange.is_dir():
@@ -235,9 +282,12 @@ def import_submissions(course: Course, assignment: str, *, source: Path | None =
         else:
             raise GradingError(f"no such file or folder: {source}")
     if not found:
-        raise GradingError(f"no submissions of {assignment} found in {exchange or source}")
+        refused = f" ({len(found.refused)} refused: {found.refused[0]})" if found.refused else ""
+        raise GradingError(f"no submissions of {assignment} found in {exchange or source}{refused}")
     with course.lock("import"):
         outcome = store(course, assignment, found)
     parts = [f"{len(v)} {k}" for k, v in outcome.items() if v]
     archived = f"; replaced submissions kept in {course.root / 'archive' / assignment}" if outcome["replaced"] else ""
-    return f"imported {assignment} for {len(found)} student(s): {', '.join(parts)}{archived}"
+    refused = f"; {len(found.refused)} entry(ies) refused" if found.refused else ""
+    summary = f"imported {assignment} for {len(found)} student(s): {', '.join(parts)}{archived}{refused}"
+    return summary, [f"REFUSED {line}" for line in found.refused]

@@ -1,10 +1,11 @@
-"""A grading worker: ``python -m autograder.worker`` executes notebooks one job at a time.
+"""A grading worker: ``python -m autograder.worker`` grades notebooks one job at a time.
 
-The main process writes one JSON line per job on stdin; the worker executes the notebook named
-in it (``executor.py``), writes the executed notebook and its outcome next to it, and answers
-with one JSON line on its protocol channel (the original stdout; everything else printed, by the
-kernel or a library, goes to stderr, which is the worker's log). The worker never touches the
-gradebook. It dies with the main process, and its kernels die with it (``--die-with-parent``).
+The main process writes one JSON line per job on stdin; the worker grades it (``judge.py``: the
+student's cells in the sandbox's zygote, the tests here) and answers with one JSON line on its
+protocol channel (the original stdout; everything else printed goes to stderr, the worker's
+log). The worker keeps its zygote between jobs, so numpy, torch and IPython are imported once
+per worker, not once per notebook. It never touches the gradebook, and it dies with the main
+process (its sandbox dies with it: ``--die-with-parent``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import sys
 import traceback
 from pathlib import Path
 
-import nbformat
-from .executor import execute_notebook, limit_output, outcome_json
+from .judge import Zygote, grade_notebook, job_cells
 from .sandbox import SandboxConfig, enter_memory_cgroup, prepare_dirs
 
 PR_SET_PDEATHSIG = 1
@@ -35,7 +35,7 @@ def _die_with_parent() -> None:
 
 
 def _kill_uid(uid: int) -> None:
-    """Kill every process of the sandbox uid (it is this worker's alone): nothing survives a job."""
+    """Kill every process of the sandbox uid (it is this worker's alone)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -48,35 +48,51 @@ def _kill_uid(uid: int) -> None:
             continue
 
 
-def run_job(job: dict) -> dict:
-    config = SandboxConfig.from_json(job["sandbox"])
-    uid = config.uid(job["worker"])
-    workdir, runtime = Path(job["workdir"]), Path(job["runtime_dir"])
-    for path in (workdir, runtime):
-        shutil.rmtree(path, ignore_errors=True)
-    # Sandboxed, the working folder is a tmpfs inside the sandbox (the data files bound into it);
-    # the empty folder here is only where the kernel process starts. Unsandboxed, it is the real one.
-    workdir.mkdir(parents=True)
-    files = job.get("files", [])
-    if not config.sandboxed:
-        for extra in files:
-            source = Path(extra)
-            (shutil.copytree if source.is_dir() else shutil.copy2)(source, workdir / source.name)
-        prepare_dirs(config, uid, workdir)
-    prepare_dirs(config, uid, runtime)
-    nb = nbformat.read(job["input"], as_version=4)
-    try:
-        outcome = execute_notebook(nb, config=config, workdir=str(workdir), runtime_dir=str(runtime), uid=uid,
-                                   cell_timeout=job["cell_timeout"], notebook_timeout=job["notebook_timeout"],
-                                   files=files if config.sandboxed else [])
-    finally:
-        if uid is not None:
-            _kill_uid(uid)
-        for path in (workdir, runtime):
-            shutil.rmtree(path, ignore_errors=True)
-    limit_output(nb)
-    nbformat.write(nb, job["output"])
-    return dict(outcome_json(outcome), uid=uid)
+class Worker:
+    def __init__(self) -> None:
+        self.zygote: Zygote | None = None
+        self.key = None
+        self.uid: int | None = None
+
+    def zygote_for(self, job: dict) -> Zygote:
+        """The zygote for this job's sandbox, preloads and data files (a new one when they change)."""
+        key = (json.dumps(job["sandbox"], sort_keys=True), tuple(job["preload"]), job.get("sandbox_data"),
+               job["worker"])
+        if self.zygote is not None and self.key == key and self.zygote.alive:
+            return self.zygote
+        self.close()
+        config = SandboxConfig.from_json(job["sandbox"])
+        self.uid = config.uid(job["worker"])
+        work = Path(job["workdir"]) / f"worker-{job['worker']}"  # each worker's own: they start at once
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        if not config.sandboxed:
+            prepare_dirs(config, self.uid, work)
+        self.zygote = Zygote(config, self.uid, job["preload"], job.get("sandbox_data"), str(work), log=sys.stderr)
+        self.key = key
+        if "torch" in job["preload"]:  # the judge's own import, once per worker, not in a notebook's checks
+            import torch  # noqa: F401
+        return self.zygote
+
+    def run(self, job: dict) -> dict:
+        zygote = self.zygote_for(job)
+        startup = 0.0
+        if not zygote.alive:
+            zygote.start()
+            startup = zygote.startup_seconds
+        outcome = grade_notebook(zygote, job_cells(job), job["names"], cell_timeout=job["cell_timeout"],
+                                 notebook_timeout=job["notebook_timeout"], data_dir=job.get("data_dir"))
+        result = outcome.to_json()
+        result["timing"]["zygote_startup"] = startup
+        result["uid"] = self.uid
+        return result
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+        if self.uid is not None:
+            _kill_uid(self.uid)
 
 
 def main() -> int:
@@ -87,16 +103,21 @@ def main() -> int:
     cap = os.environ.get("AUTOGRADER_MEMORY_CAP")
     if cap:
         enter_memory_cgroup(int(cap))
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        job = json.loads(line)
-        try:
-            result = run_job(job)
-        except Exception as exc:  # noqa: BLE001 - reported to the main process, which flags the job
-            traceback.print_exc()
-            result = {"status": "error", "reasons": [f"grading failed: {type(exc).__name__}: {exc}"]}
-        protocol.write(json.dumps({"id": job["id"], "result": result}) + "\n")
+    worker = Worker()
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            job = json.loads(line)
+            try:
+                result = worker.run(job)
+            except Exception as exc:  # noqa: BLE001 - reported to the main process, which flags the job
+                traceback.print_exc()
+                worker.close()
+                result = {"status": "error", "reasons": [f"grading failed: {type(exc).__name__}: {exc}"]}
+            protocol.write(json.dumps({"id": job["id"], "result": result}) + "\n")
+    finally:
+        worker.close()
     return 0
 
 

@@ -4,15 +4,18 @@ One batch, graded once for the module (``graded``):
 
 1. ``bystander`` (a correct answer) and ``empty`` (the released notebook, unanswered) are graded
    alone first; their grades and files are recorded.
-2. Every hostile submission and a correct ``control`` are graded together, in parallel, in the
-   sandbox, with short time limits: ``--cell-timeout 3 --notebook-timeout 25``, 1 GiB of address
-   space and 64 processes per sandbox.
+2. Every hostile submission, a correct ``control`` and an honest wrong answer are graded together,
+   in parallel, in the sandbox, with short time limits: ``--cell-timeout 3 --notebook-timeout 25``,
+   1 GiB of address space and 64 processes per sandbox.
 3. The tests check each outcome (score, flag and reason), that the hostile ones could not read or
    change anything outside their own folder, and that nothing else changed: the bystanders'
    grades and files, the source notebooks, the gradebook's integrity.
 
-The fixture's own tests are deliberately naive (they trust ``np.allclose``): patching fools them,
-and the outcome is the flag.
+The cheats (``CHEATS``) implement neither function and attack the tests instead, by family:
+IPython's input and AST transformers, a custom exception handler, replacing numpy and the check
+functions, objects posing as arrays, modules written into the working folder, reading frames,
+tampering with the session that carries the results. The tests run in the judge, outside the
+student's process, so each scores zero on every test, whether the scan flags it or not.
 """
 
 from __future__ import annotations
@@ -35,9 +38,114 @@ from grader_helpers import FIXTURES, FixtureCourse, needs_bwrap
 pytestmark = needs_bwrap
 
 ASSIGNMENT = "fx_softmax"
-FULL, BACKWARD_POINTS = 5.0, 2.0
+FULL, BACKWARD_POINTS, SHAPE_POINTS = 5.0, 2.0, 1.0
 WRONG_SOFTMAX = 'def softmax(x):\n    """Wrong on purpose."""\n    return x'
 WRONG_BACKWARD = 'def softmax_backward(probabilities, dout):\n    """Wrong on purpose."""\n    return dout'
+MISSING_SOFTMAX = 'def softmax(x):\n    raise NotImplementedError("not done")\n'
+MISSING_BACKWARD = 'def softmax_backward(probabilities, dout):\n    raise NotImplementedError("not done")\n'
+
+# Each cheat implements neither function; its code goes after the missing softmax.
+CHEATS = {
+    "transformers": '''
+ip = get_ipython()
+ip.input_transformers_post.append(lambda lines: ["pass\\n"])
+import ast
+class NoAsserts(ast.NodeTransformer):
+    def visit_Assert(self, node):
+        return ast.Pass()
+ip.ast_transformers.append(NoAsserts())
+''',
+    "exception_handler": '''
+import sys
+get_ipython().set_custom_exc((BaseException,), lambda shell, etype, evalue, tb, tb_offset=None: None)
+sys.excepthook = lambda *args: None
+get_ipython().showtraceback = lambda *args, **kwargs: None
+''',
+    "patched_checks": '''
+import numpy, numpy.testing
+import attention_course.testing as testing
+from attention_course.testing import checks, gradcheck
+numpy.allclose = lambda *args, **kwargs: True
+numpy.testing.assert_allclose = lambda *args, **kwargs: None
+testing.assert_grads_close = gradcheck.assert_grads_close = lambda *args, **kwargs: None
+testing.numerical_vjp = gradcheck.numerical_vjp = lambda f, x, dout, eps=1e-6: 0
+checks.assert_shape = checks.assert_close = lambda *args, **kwargs: None
+import builtins
+builtins.AssertionError = type("NotAnError", (Exception,), {})
+''',
+    "posing_object": '''
+class Liar:
+    shape = (2, 3)
+    dtype = float
+    def __eq__(self, other):
+        return True
+    def __array__(self, *args, **kwargs):
+        return numpy.zeros(self.shape)
+    def __getattr__(self, name):
+        return Liar()
+    def __call__(self, *args, **kwargs):
+        return True
+    def __bool__(self):
+        return True
+    def __sub__(self, other):
+        return 0.0
+    __rsub__ = __add__ = __radd__ = __mul__ = __rmul__ = __truediv__ = __sub__
+import numpy
+def softmax(x):
+    return Liar()
+def softmax_backward(probabilities, dout):
+    return Liar()
+''',
+    "posing_array": '''
+import numpy
+class AlwaysClose(numpy.ndarray):
+    def __eq__(self, other):
+        return numpy.ones(numpy.shape(self), dtype=bool)
+    def __array_ufunc__(self, *args, **kwargs):
+        return numpy.zeros(self.shape)
+def softmax(x):
+    return numpy.zeros(numpy.shape(x)).view(AlwaysClose)
+def softmax_backward(probabilities, dout):
+    return numpy.zeros(numpy.shape(dout)).view(AlwaysClose)
+''',
+    "module_in_workdir": '''
+import os
+os.makedirs("attention_course/testing", exist_ok=True)
+open("attention_course/__init__.py", "w").write("")
+open("attention_course/testing/__init__.py", "w").write("assert_grads_close = numerical_vjp = lambda *a, **k: None")
+open("numpy.py", "w").write("allclose = lambda *a, **k: True")
+open("sitecustomize.py", "w").write("import builtins; builtins.__dict__['all'] = lambda *a: True")
+''',
+    "frames": '''
+import sys
+def _peek():
+    frame = sys._getframe(1)
+    while frame is not None:
+        for name in ("hidden_expected", "expected", "probabilities"):
+            if name in frame.f_locals:
+                return frame.f_locals[name]
+        frame = frame.f_back
+    raise NotImplementedError("nothing to copy")
+def softmax(x):
+    return _peek()
+def softmax_backward(probabilities, dout):
+    return _peek()
+''',
+    "session": '''
+import sys
+wire = sys.modules.get("wire")
+if wire is not None:
+    wire.encode = lambda value, *args, **kwargs: wire.MAGIC + b"passed"
+    wire.send = lambda sock, value, *args, **kwargs: sock.sendall(b"passed" * 100)
+get_ipython().user_ns["In"][:] = []
+import os
+for fd in range(3, 64):
+    try:
+        os.write(fd, b"passed")
+    except OSError:
+        pass
+''',
+}
 
 SNOOP = '''
 import json, os
@@ -201,6 +309,8 @@ def _submissions(course: FixtureCourse, folder: Path, listener_port: int) -> dic
     stripped = json.loads(nbformat.writes(solved(ASSIGNMENT)))
     for cell in stripped["cells"]:
         del cell["metadata"]
+    many_cells = solved(ASSIGNMENT)
+    many_cells.cells += [nbformat.v4.new_code_cell("x = 1") for _ in range(10_000)]
     return {
         "bystander": solved(ASSIGNMENT),
         "empty": course.released(ASSIGNMENT),
@@ -234,6 +344,13 @@ def _submissions(course: FixtureCourse, folder: Path, listener_port: int) -> dic
                            "            handle.write(bytes(16 * 1024 * 1024))\n"
                            "except OSError as exc:\n    print('DISK', exc.strerror)"),
         "flood": solved(ASSIGNMENT, softmax=softmax + "\n\nfor _ in range(40):\n    print('x' * 1_000_000)"),
+        "honestwrong": solved(ASSIGNMENT, softmax=WRONG_SOFTMAX),
+        "unparseable": solved(ASSIGNMENT, softmax_backward="def softmax_backward(probabilities, dout)\n    return dout"),
+        "scanbomb": solved(ASSIGNMENT, softmax_backward=backward + "\n\nbomb = " + "-" * 100000 + "1"),
+        "toomanycells": many_cells,
+        **{f"cheat_{name}": solved(ASSIGNMENT, softmax=MISSING_SOFTMAX + code, softmax_backward=MISSING_BACKWARD
+                                   if name not in ("posing_object", "posing_array", "frames") else "pass")
+           for name, code in CHEATS.items()},
     }
 
 
@@ -297,14 +414,20 @@ def test_the_batch_completes_and_every_submission_has_a_result(graded):
     ("control", FULL, False, None),
     ("loop", FULL, True, "ran past its 3 s time limit and was interrupted"),
     ("nointerrupt", 0.0, True, "ignored the interrupt"),
-    ("exits", FULL - BACKWARD_POINTS, True, "the kernel died"),
-    ("killed", FULL - BACKWARD_POINTS, True, "the kernel died"),
-    ("segfault", FULL - BACKWARD_POINTS, True, "the kernel died"),
+    ("exits", FULL - BACKWARD_POINTS, True, "the process running your code has stopped"),
+    ("killed", FULL - BACKWARD_POINTS, True, "the process running your code has stopped"),
+    ("segfault", FULL - BACKWARD_POINTS, True, "the process running your code has stopped"),
     ("badjson", 0.0, True, "is not valid JSON"),
     ("edited", 1.0, True, "read-only cell 'test_softmax_values' was edited: restored from the source"),
     ("deleted", FULL, True, "test cell 'test_softmax_backward' was missing from the submission: restored"),
     ("stripped", FULL, True, "recovered by matching the released notebook"),
-    ("patcher", FULL, True, "assigns to np.allclose"),
+    # What its code earns, patches or not: an identity "softmax" keeps the shape, and returning dout
+    # is the right backward pass of the identity (the gradient test checks backward against forward).
+    ("patcher", SHAPE_POINTS + BACKWARD_POINTS, True, "assigns to np.allclose"),
+    ("honestwrong", SHAPE_POINTS, False, None),
+    ("unparseable", FULL - BACKWARD_POINTS, False, None),
+    ("scanbomb", FULL - BACKWARD_POINTS, True, "the static scan failed"),  # the bomb's cell cannot compile
+    ("toomanycells", 0.0, True, "over the grader's limit of 2000"),
     ("snoop", FULL, False, None),
     ("tamper", FULL, False, None),
     ("membomb", FULL, False, None),
@@ -324,19 +447,29 @@ def test_outcome(graded, student, score, flagged, reason):
 def test_a_fork_bomb_is_bounded_and_flagged(graded):
     entry = graded["report"]["forkbomb"]
     assert entry["status"] == "flagged"
-    assert "time limit" in _flags(graded, "forkbomb") or "the kernel died" in _flags(graded, "forkbomb")
-    # Nothing of any sandbox of the batch survives its job.
+    flags = _flags(graded, "forkbomb")
+    assert "time limit" in flags or "has stopped" in flags, flags
+    # Nothing of any sandbox of the batch survives the run (processes killed at the end may take a
+    # moment to leave /proc).
     uids = {notebook["execution"].get("uid") for entry in graded["report"].values()
             for notebook in entry["notebooks"].values()} - {None}
     assert uids
-    leftovers = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            uid = int(next(line for line in status.read_text().splitlines() if line.startswith("Uid:")).split()[1])
-        except (OSError, StopIteration, ValueError):
-            continue
-        if uid in uids:
-            leftovers.append(status.parent.name)
+    import time
+
+    for _ in range(40):
+        leftovers = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                lines = status.read_text().splitlines()
+                uid = int(next(line for line in lines if line.startswith("Uid:")).split()[1])
+                state = next(line for line in lines if line.startswith("State:")).split()[1]
+            except (OSError, StopIteration, ValueError, IndexError):
+                continue
+            if uid in uids and state != "Z":
+                leftovers.append(status.parent.name)
+        if not leftovers:
+            break
+        time.sleep(0.05)
     assert leftovers == []
 
 
@@ -347,10 +480,46 @@ def test_patching_is_flagged_with_every_reason(graded):
     assert all(flag for flag in graded["report"]["patcher"]["flags"])
 
 
-def test_kernel_deaths_fail_the_cells_that_did_not_run(graded):
+def _records(graded, student: str) -> dict:
+    return graded["report"][student]["notebooks"][ASSIGNMENT]["tests"]
+
+
+def test_a_lost_process_fails_the_cells_it_did_not_run(graded):
+    # The cell that stopped the process, and those after it, are not run; a new process re-ran
+    # the cells before it, so the tests of what they defined still pass.
     for student in ("exits", "killed", "segfault"):
-        assert "GraderStopped" in _outputs(graded, student, "test_softmax_backward")
-    assert "GraderStopped" in _outputs(graded, "nointerrupt", "test_softmax_shape")
+        assert "GraderStopped" in _outputs(graded, student, "softmax_backward")
+        records = _records(graded, student)
+        assert records["test_softmax_values"]["passed"] is True
+        assert records["test_softmax_backward"]["passed"] is False
+        assert "softmax_backward" in records["test_softmax_backward"]["message"]
+    assert "GraderStopped" in _outputs(graded, "nointerrupt", "softmax")
+    assert not any(record["passed"] for record in _records(graded, "nointerrupt").values())
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_a_cheat_scores_zero_on_every_test(graded, cheat):
+    student = f"cheat_{cheat}"
+    entry = graded["report"][student]
+    assert entry["score"] == 0.0, (student, _records(graded, student))
+    assert not any(record["passed"] for record in _records(graded, student).values())
+
+
+def test_honest_answers_in_the_same_batch_get_exactly_their_scores(graded):
+    assert set(_records(graded, "control")) == {"test_softmax_shape", "test_softmax_values", "test_softmax_backward"}
+    assert all(record["passed"] for record in _records(graded, "control").values())
+    wrong = _records(graded, "honestwrong")
+    assert wrong["test_softmax_shape"]["passed"] and not wrong["test_softmax_values"]["passed"]
+    assert "equal scores give equal weights" in wrong["test_softmax_values"]["message"]
+
+
+def test_one_notebooks_troubles_stay_its_own(graded):
+    # an unparseable cell fails where it is; a scan that blows up is one flag; 10,000 cells are refused
+    assert "SyntaxError" in _outputs(graded, "unparseable", "softmax_backward")
+    assert _records(graded, "unparseable")["test_softmax_values"]["passed"] is True
+    assert _flags(graded, "scanbomb").count("static scan") == 1
+    assert _records(graded, "scanbomb")["test_softmax_values"]["passed"] is True
+    assert "has 10" in _flags(graded, "toomanycells") and _records(graded, "toomanycells") == {}
 
 
 def test_a_memory_bomb_raises_memory_error(graded):
@@ -364,7 +533,7 @@ def test_a_forked_memory_bomb_is_bounded_by_the_cgroup(graded):
     if sandbox.memory_cgroup() is None:
         pytest.skip("no writable memory cgroup here: only the per-process limits bound this")
     text = _outputs(graded, "forkmem", "softmax_backward")
-    if "OOM-KILLED" not in text and "CellTimeoutError" in text:
+    if "OOM-KILLED" not in text and "KeyboardInterrupt" in text:
         pytest.skip("inconclusive: on this loaded machine the bomb's cell ran out of time before it reported")
     assert "OOM-KILLED" in text, text
     killed, ready = int(text.split("OOM-KILLED")[1].split()[0]), int(text.split("READY")[1].split()[0])
@@ -443,13 +612,15 @@ def test_regrading_is_idempotent(graded):
 
 def test_feedback_never_shows_hidden_tests(graded):
     course = graded["course"]
+    # The student who printed IPython's history saw only their own cells: no test ever ran there.
+    printed = _outputs(graded, "leaky", "softmax_backward")
+    assert "def softmax_backward" in printed
+    assert "checks.assert_shape" not in printed and "hidden" not in printed and "probabilities = " not in printed
     done = course.cli("feedback", ASSIGNMENT)
-    # The page of the student who printed the kernel's history (hidden tests included) is withheld.
-    assert done.returncode == 1, done.stderr
-    assert "leaky: feedback WITHHELD" in done.stdout
-    assert not (graded["root"] / "feedback" / "leaky" / ASSIGNMENT).exists()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "WITHHELD" not in done.stdout
     pages = list((graded["root"] / "feedback").rglob("*.html"))
-    assert len(pages) >= 10
+    assert len(pages) >= 20
     secrets = leakscan.course_secrets(FIXTURES, package_folder(), [ASSIGNMENT])
     assert leakscan.scan([graded["root"] / "feedback"], secrets, kinds=("hidden test",)) == []
     # An unanswered notebook's feedback shows no solution either.
@@ -458,6 +629,9 @@ def test_feedback_never_shows_hidden_tests(graded):
     assert leakscan.scan([graded["root"] / "autograded" / "control"], secrets, kinds=("hidden test",))
     page = (graded["root"] / "feedback" / "control" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "hidden tests: not shown" in page and "passed" in page
+    # what a page says about a test is the judge's record, whatever the student's cells printed
+    page = (graded["root"] / "feedback" / "cheat_session" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "Tests of this cell: passed" not in page and page.count(": failed (") == 3
 
 
 def test_export_writes_the_grade_table_and_histogram(graded, tmp_path):

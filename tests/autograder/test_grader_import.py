@@ -1,4 +1,8 @@
-"""``import``: folders, zips and the nbgrader exchange; every bad input is one clear line, exit 2, nothing copied."""
+"""``import``: folders, zips and the nbgrader exchange.
+
+A bad entry is refused by name (exit 1) and the good ones are imported; input with nothing to
+import at all (no such folder, not a zip, no assignment) is one clear line, exit 2, nothing copied.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,14 @@ def _one_line_error(code: int, err: str, *fragments: str) -> None:
         assert fragment in err, err
 
 
+def _refused(code: int, out: str, fragment: str, imported: int) -> None:
+    """Exit 1; the refused entry named on a REFUSED line; the good ones imported."""
+    assert code == 1, out
+    refused = [line for line in out.splitlines() if line.startswith("REFUSED ")]
+    assert len(refused) == 1 and fragment in refused[0], out
+    assert f"for {imported} student(s)" in out, out
+
+
 def test_folder_of_student_notebooks(fixture_course, capsys, tmp_path, notebook_text):
     folder = tmp_path / "in"
     folder.mkdir()
@@ -56,26 +68,37 @@ def test_folder_of_student_notebooks(fixture_course, capsys, tmp_path, notebook_
     ("a+b.ipynb", "bad student id 'a+b'"),
     ("notes.txt", "not a notebook"),
 ])
-def test_bad_entries_in_a_folder_stop_the_import(fixture_course, capsys, tmp_path, notebook_text, name, fragment):
+def test_a_bad_entry_in_a_folder_is_refused_and_the_good_ones_imported(fixture_course, capsys, tmp_path,
+                                                                     notebook_text, name, fragment):
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "good.ipynb").write_text(notebook_text)
     (folder / name).write_text(notebook_text)
-    code, _, err = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(folder))
-    _one_line_error(code, err, fragment)
-    assert not (fixture_course.root / "submitted").exists()
+    code, out, _ = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(folder))
+    _refused(code, out, fragment, imported=1)
+    assert sorted(p.name for p in (fixture_course.root / "submitted").iterdir()) == ["good"]
 
 
-def test_a_notebook_of_another_name_and_links_are_refused(fixture_course, capsys, tmp_path, notebook_text):
+def test_a_notebook_of_another_name_links_and_oversized_files_are_refused(fixture_course, capsys, tmp_path,
+                                                                         notebook_text, monkeypatch):
     folder = tmp_path / "in"
     (folder / "carol").mkdir(parents=True)
     (folder / "carol" / "other.ipynb").write_text(notebook_text)
-    code, _, err = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(folder))
-    _one_line_error(code, err, "other.ipynb is not a notebook of this assignment")
+    (folder / "alice.ipynb").write_text(notebook_text)
+    code, out, _ = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(folder))
+    _refused(code, out, "other.ipynb is not a notebook of this assignment", imported=1)
     (folder / "carol" / "other.ipynb").unlink()
     (folder / "dave.ipynb").symlink_to(fixture_course.root / "gradebook.db")
-    code, _, err = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(folder))
-    _one_line_error(code, err, "symbolic link not allowed")
+    code, out, _ = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(folder))
+    _refused(code, out, "symbolic link not allowed", imported=1)
+    (folder / "dave.ipynb").unlink()
+    import autograder.submissions
+
+    monkeypatch.setattr(autograder.submissions, "MAX_NOTEBOOK_BYTES", len(notebook_text) + 10)
+    (folder / "erin.ipynb").write_text(notebook_text + " " * 100)
+    code, out, _ = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(folder))
+    _refused(code, out, "erin.ipynb is larger than", imported=1)
+    assert not (fixture_course.root / "submitted" / "erin").exists()
 
 
 def _zip(path: Path, members: dict[str, str], links: tuple[str, ...] = ()) -> Path:
@@ -107,11 +130,12 @@ def test_zip_of_notebooks(fixture_course, capsys, tmp_path, notebook_text):
     ({}, ("alice.ipynb",), "symbolic link not allowed"),
     ({"bad name.ipynb": "{}"}, (), "bad student id"),
 ])
-def test_bad_zips_stop_the_import(fixture_course, capsys, tmp_path, notebook_text, members, links, fragment):
+def test_bad_zip_members_are_refused_and_the_good_ones_imported(fixture_course, capsys, tmp_path, notebook_text,
+                                                                members, links, fragment):
     archive = _zip(tmp_path / "in.zip", {"good.ipynb": notebook_text, **members}, links)
-    code, _, err = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(archive))
-    _one_line_error(code, err, fragment)
-    assert not (fixture_course.root / "submitted").exists()
+    code, out, _ = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(archive))
+    _refused(code, out, fragment, imported=1)
+    assert sorted(p.name for p in (fixture_course.root / "submitted").iterdir()) == ["good"]
 
 
 def test_a_file_that_is_no_zip(fixture_course, capsys, tmp_path):
@@ -180,6 +204,15 @@ def test_zip_reader_never_writes_outside(fixture_course, capsys, tmp_path, noteb
         archive.writestr("alice.ipynb", notebook_text)
         archive.writestr("../../outside.ipynb", notebook_text)
     (tmp_path / "in.zip").write_bytes(buffer.getvalue())
-    code, _, _ = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(tmp_path / "in.zip"))
-    assert code == 2
+    code, out, _ = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(tmp_path / "in.zip"))
+    assert code == 1 and "path traversal" in out
     assert not list(tmp_path.parent.rglob("outside.ipynb"))
+
+
+def test_nothing_to_import_is_an_error(fixture_course, capsys, tmp_path, notebook_text):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "bad name.ipynb").write_text(notebook_text)
+    code, _, err = cli(fixture_course, capsys, "import", ASSIGNMENT, "--from", str(folder))
+    _one_line_error(code, err, "no submissions", "1 refused", "bad student id")
+    assert not (fixture_course.root / "submitted").exists()

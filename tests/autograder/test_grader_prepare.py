@@ -1,4 +1,8 @@
-"""Reading and repairing a submission before it runs: each repair is a flag, nothing is lost silently."""
+"""Reading and repairing a submission before it runs: each repair is a flag, nothing is lost silently.
+
+Then what the judge gets (``job_cells``: each code cell with its kind), and how records become
+scores (``score_tests``: fail closed).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import nbformat
 import pytest
 from nbgrader.preprocessors import OverwriteCells
 
-from autograder.prepare import load_submission, plan_notebook, prepare, restore, score_cells
+from autograder.prepare import job_cells, load_submission, plan_notebook, prepare, restore, score_tests
 
 from grader_helpers import FIXTURES
 
@@ -98,4 +102,34 @@ def test_prepare_restores_hidden_tests_and_scores_a_missing_notebook_zero(fixtur
     assert "BEGIN HIDDEN TESTS" in "".join(c.source for c in prepared.nb.cells)
     missing = prepare(tmp_path / "absent.ipynb", plan, "alice", ASSIGNMENT, db_url)
     assert missing.nb is None and "was not submitted" in missing.notes[0]
-    assert score_cells(None, plan.max_scores) == {k: 0.0 for k in plan.max_scores}
+    assert score_tests({}, plan) == {k: 0.0 for k in plan.max_scores}
+
+
+def test_the_judge_gets_each_code_cell_with_its_kind(fixture_course, plan, tmp_path):
+    path = tmp_path / f"{ASSIGNMENT}.ipynb"
+    nb = fixture_course.solved(ASSIGNMENT)
+    nb.cells.append(nbformat.v4.new_code_cell("extra = 1"))  # a cell the student added
+    nbformat.write(nb, path)
+    prepared = prepare(path, plan, "alice", ASSIGNMENT, f"sqlite:///{fixture_course.root / 'gradebook.db'}")
+    kinds = [(cell["grade_id"], cell["kind"]) for cell in job_cells(prepared.nb)]
+    assert kinds == [("setup", "readonly"), ("softmax", "student"), ("test_softmax_shape", "test"),
+                     ("test_softmax_values", "test"), ("softmax_backward", "student"),
+                     ("backward_helpers", "readonly"), ("test_softmax_backward", "test"), (None, "student")]
+    assert plan.names == ["softmax", "softmax_backward"] and plan.test_ids == set(plan.max_scores)
+
+
+@pytest.mark.parametrize("records, expected", [
+    ({"test_softmax_shape": {"passed": True}}, {"test_softmax_shape": 1.0}),
+    ({"test_softmax_shape": {"passed": "yes"}}, {}),          # only an explicit True passes
+    ({"test_softmax_shape": {"passed": 1}}, {}),
+    ({"test_softmax_shape": True}, {}),
+    ({"test_softmax_values": {"passed": True, "message": ""}, "unknown": {"passed": True}},
+     {"test_softmax_values": 2.0}),
+])
+def test_points_come_only_from_an_explicit_pass_record(plan, records, expected):
+    assert score_tests(records, plan) == {k: expected.get(k, 0.0) for k in plan.max_scores}
+
+
+def test_a_cell_graded_by_hand_gets_no_automatic_score(plan):
+    plan.max_scores["written_answer"] = 3.0
+    assert score_tests({"written_answer": {"passed": True}}, plan)["written_answer"] is None

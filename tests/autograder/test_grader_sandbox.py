@@ -24,7 +24,8 @@ UIDS = (61990, 61991)   # written into the command line only; nothing runs as th
 
 def _argv(tmp_path: Path, bwrap: str = "/usr/bin/bwrap") -> list[str]:
     config = sandbox.make_config(bwrap, sandbox.Limits(), tmp_path, workers=2, uids=UIDS)
-    return sandbox.kernel_argv(config, workdir=str(tmp_path / "w"), runtime_dir=str(tmp_path / "k"), uid=config.uid(1))
+    return sandbox.runner_argv(config, uid=config.uid(1), work_dir=str(tmp_path / "w"), data_dir=str(tmp_path / "d"),
+                               preload=["numpy"], control_fd=7)
 
 
 @pytest.fixture
@@ -42,22 +43,26 @@ def _pairs(argv: list[str], option: str) -> list[str]:
     return [argv[i + 1] for i, arg in enumerate(argv) if arg == option]
 
 
-def test_the_kernel_sees_only_what_it_needs(tmp_path):
+def test_the_sandbox_sees_only_what_it_needs(tmp_path):
     argv = _argv(tmp_path)
     end = argv.index("--")
     bwrap = argv[:end]
     for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--clearenv", "--die-with-parent", "--new-session"):
         assert flag in bwrap
     read_only = _pairs(bwrap, "--ro-bind")
-    writable = _pairs(bwrap, "--bind")
-    assert writable == [str((tmp_path / "k").resolve())]
+    assert _pairs(bwrap, "--bind") == [], "nothing from outside is writable"
     # The working folder is a size-limited tmpfs of the sandbox's own.
     assert bwrap[bwrap.index(str((tmp_path / "w").resolve())) - 1] == "--tmpfs"
     assert str(package_folder().resolve()) in read_only or str(package_folder()) in read_only
-    for forbidden in (REPO_ROOT, REPO_ROOT / "solutions", REPO_ROOT / "autograder", REPO_ROOT / "grading", Path("/etc")):
-        assert str(forbidden) not in read_only + writable
-    # The /tmp tmpfs comes before every bind under it; its size is limited.
-    assert bwrap.index("--tmpfs") < bwrap.index("--bind")
+    # Of the autograder, the sandbox sees the runner and the wire format, nothing else.
+    grader = [path for path in read_only if path.startswith(str(REPO_ROOT / "autograder"))]
+    assert sorted(grader) == [str(REPO_ROOT / "autograder" / "runner.py"), str(REPO_ROOT / "autograder" / "wire.py")]
+    for forbidden in (REPO_ROOT, REPO_ROOT / "solutions", REPO_ROOT / "autograder", REPO_ROOT / "grading",
+                      REPO_ROOT / "tests", Path("/etc")):
+        assert str(forbidden) not in read_only
+    # The /tmp tmpfs comes before the working folder's tmpfs under it; both sizes are limited.
+    tmpfs = [bwrap[i + 1] for i, arg in enumerate(bwrap) if arg == "--tmpfs"]
+    assert tmpfs == ["/tmp", str((tmp_path / "w").resolve())]
     assert _pairs(bwrap, "--size") == [str(256 * 1024 * 1024)] * 2
     environment = dict(zip(_pairs(bwrap, "--setenv"), [bwrap[i + 2] for i, a in enumerate(bwrap) if a == "--setenv"]))
     assert "JPY_PARENT_PID" not in environment and environment["HOME"] == "/tmp"
@@ -72,7 +77,8 @@ def test_root_drops_to_an_unprivileged_uid_with_limits(tmp_path):
     limits = inside[inside.index("--") + 1:]
     assert limits[0].endswith("prlimit")
     assert "--nproc=256" in limits and f"--as={4096 * 1024 * 1024}" in limits and "--core=0" in limits
-    assert limits[-5:] == [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    command = limits[limits.index("--") + 1:]
+    assert command[:2] == [sys.executable, "/grader/runner.py"] and "--sandboxed" in command
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="uids are leased in the root mode")
@@ -131,6 +137,7 @@ def test_grading_refuses_to_run_without_bwrap(fixture_course, tmp_path, how):
 
 @needs_bwrap
 def test_data_files_are_read_only_in_the_working_folder(fixture_course):
+    # linked into each submission's working folder from a read-only bind
     nb = fixture_course.solved("fx_scale", scale=fixture_course.solved("fx_scale").cells[1].source
                                + "\n\ntry:\n    open('scale_factor.txt', 'w')\nexcept OSError as exc:\n"
                                "    print('READ-ONLY', type(exc).__name__)")

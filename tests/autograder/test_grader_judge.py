@@ -1,0 +1,244 @@
+"""The judge and the sandbox: the student's code runs only in the sandbox, and only plain data crosses.
+
+These tests grade notebooks with ``judge.grade_notebook`` in this very process, which is then
+the judge: an audit hook records every piece of source this process compiles, and the student's
+code (marked with a unique token) must never be among them. The student's top level sets an
+environment variable and writes a marker file; the tests see both only through the student's
+own functions, never in this process or on the host's disk.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autograder import sandbox, wire
+from autograder.judge import Cell, Zygote, api_names, grade_notebook, remote_error
+
+from grader_helpers import needs_bwrap
+
+TOKEN = f"marker_{uuid.uuid4().hex}"
+COMPILED: list[str] = []
+
+
+def _audit(event: str, args) -> None:
+    if event == "compile" and args and isinstance(args[0], (str, bytes)):
+        source = args[0].decode("utf-8", "replace") if isinstance(args[0], bytes) else args[0]
+        if TOKEN in source:
+            COMPILED.append(source)
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    if sandbox.find_bwrap() is None:
+        pytest.skip("bubblewrap is not installed")
+    run_dir = tmp_path_factory.mktemp("judge")
+    os.chmod(run_dir, 0o755)
+    lease = sandbox.UidLease(1) if os.geteuid() == 0 else None
+    config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), run_dir, 1,
+                                 uids=lease.uids if lease else ())
+    work = run_dir / "work"
+    work.mkdir()
+    process = Zygote(config, config.uid(0), ["numpy", "IPython", "attention_course.testing.checks"], None,
+                     str(work))
+    process.start()
+    yield process
+    process.close()
+    if lease is not None:
+        lease.release()
+
+
+STUDENT = f'''
+import os
+os.environ["{TOKEN}"] = "set by the student's top level"
+MARKER = "/tmp/{TOKEN}"
+open(MARKER, "w").write("{TOKEN}")
+for target in ("{{host}}", os.path.expanduser("~") + "/{TOKEN}"):
+    try:
+        open(target, "w").write("{TOKEN}")
+    except OSError:
+        pass
+
+def seen():
+    """What the student's process saw of its own top level."""
+    return {{"env": os.environ.get("{TOKEN}"), "marker": open(MARKER).read(), "pid": os.getpid()}}
+
+def double(x):
+    return 2 * x
+
+def fails(x):
+    raise ValueError("bad input " + str(x))
+'''
+
+
+def grade(zygote, student_source: str, tests: list[str], names: list[str], **options):
+    """Grade one notebook here; ``names`` are the answer cells' names (from the instructor's solution)."""
+    cells = [Cell(0, "readonly", "import numpy as np", "setup"), Cell(1, "student", student_source, "answer")]
+    cells += [Cell(2 + i, "test", source, f"test_{i}") for i, source in enumerate(tests)]
+    return grade_notebook(zygote, cells, names, cell_timeout=options.get("cell_timeout", 10), notebook_timeout=60,
+                          data_dir=None)
+
+
+def test_api_names_are_what_the_answer_cells_define():
+    assert api_names(["import os\nX = 1\ndef f():\n    pass\nclass C:\n    pass\n_private = 2",
+                      "%matplotlib inline\na, (b, c) = 1, (2, 3)", "def f(:"]) == ["X", "f", "C", "a", "b", "c"]
+
+
+@needs_bwrap
+def test_the_student_code_runs_only_in_the_sandbox(zygote, tmp_path):
+    host_marker = tmp_path / "host-marker"
+    outcome = grade(zygote, STUDENT.replace("{host}", str(host_marker)), [
+        # (the token itself may not appear in a test: the audit hook looks for it)
+        f'seen_there = seen()\nassert seen_there["env"] == "set by the student\'s top level"\n'
+        f'assert seen_there["marker"].startswith("marker_") and len(seen_there["marker"]) == {len(TOKEN)}',
+        "import os\nassert seen()['pid'] != os.getpid()",
+        "assert np.array_equal(double(np.arange(3)), [0, 2, 4])",
+    ], ["seen", "double", "fails"])
+    assert all(record["passed"] for record in outcome.tests.values()), outcome.tests
+    assert TOKEN not in os.environ, "the student's top level ran in the judge"
+    assert not Path(f"/tmp/{TOKEN}").exists() and not host_marker.exists()
+    assert not (Path.home() / TOKEN).exists()
+    assert COMPILED == [], "the judge compiled the student's code"
+
+
+@needs_bwrap
+def test_fail_closed_and_the_students_errors_as_data(zygote):
+    outcome = grade(zygote, STUDENT.replace("{host}", "/nonexistent"), [
+        "try:\n    fails(3)\nexcept ValueError as error:\n    assert 'bad input 3' in str(error)\nelse:\n"
+        "    raise AssertionError('no error')",
+        "fails(4)",
+        "undefined_name(1)",
+        "print('the test printed this')\nassert double(2) == 5, 'two doubled is not five'",
+    ], ["seen", "double", "fails"])
+    assert outcome.tests["test_0"]["passed"] is True
+    assert not outcome.tests["test_1"]["passed"] and "ValueError: bad input 4" in outcome.tests["test_1"]["message"]
+    assert not outcome.tests["test_2"]["passed"] and "NameError" in outcome.tests["test_2"]["message"]
+    assert outcome.tests["test_3"] == {"passed": False, "seconds": outcome.tests["test_3"]["seconds"],
+                                       "message": "AssertionError: two doubled is not five"}
+
+
+@needs_bwrap
+def test_a_call_past_the_time_limit_fails_and_the_next_cells_still_run(zygote):
+    student = "import time\ndef slow():\n    while True:\n        time.sleep(0.01)\n\ndef quick():\n    return 1"
+    outcome = grade(zygote, student, ["slow()", "assert quick() == 1"], ["slow", "quick"], cell_timeout=1)
+    assert not outcome.tests["test_0"]["passed"] and "time limit" in outcome.tests["test_0"]["message"]
+    assert outcome.tests["test_1"]["passed"], outcome.tests
+
+
+@needs_bwrap
+def test_objects_stay_behind_handles_and_posing_objects_are_not_arrays(zygote):
+    student = '''
+import numpy as np
+class Cache:
+    def __init__(self, x):
+        self.x = x
+    def twice(self):
+        return 2 * self.x
+def make(x):
+    return Cache(x)
+def use(cache):
+    return cache.x + 1
+class Posing(np.ndarray):
+    pass
+def posing():
+    return np.zeros(3).view(Posing)
+def odd_cache(x):
+    return {(0, "x"): x, "objects": np.array([None, 1], dtype=object)}, x.sum()
+def use_odd(cache):
+    return cache[(0, "x")] * 2
+'''
+    outcome = grade(zygote, student, [
+        "cache = make(np.arange(3.0))\nassert np.array_equal(use(cache), [1, 2, 3])\n"
+        "assert np.array_equal(cache.twice(), [0, 2, 4]) and np.array_equal(cache.x, [0, 1, 2])",
+        "from attention_course.testing import checks\nchecks.assert_shape('posing', posing(), (3,))",
+        # a cache that is not plain data (tuple keys, an object array) stays behind, and works
+        "cache, total = odd_cache(np.ones(2))\nassert total == 2.0\nassert np.array_equal(use_odd(cache), [2, 2])",
+    ], ["Cache", "make", "use", "Posing", "posing", "odd_cache", "use_odd"])
+    assert outcome.tests["test_0"]["passed"], outcome.tests
+    assert not outcome.tests["test_1"]["passed"] and "expected an array" in outcome.tests["test_1"]["message"]
+    assert outcome.tests["test_2"]["passed"], outcome.tests
+
+
+def test_plain_data_round_trips():
+    value = {"a": [1, 2.5, float("nan"), None, True, "text", 3 + 4j, 2 ** 70],
+             "array": np.arange(12, dtype=np.int32).reshape(3, 4), "scalar": np.float32(1.5),
+             7: (np.zeros((0, 2)), np.array([True, False]))}
+    back = wire.decode(wire.encode(value))
+    assert back["a"][:2] == [1, 2.5] and np.isnan(back["a"][2]) and back["a"][3:] == [None, True, "text", 3 + 4j,
+                                                                                   2 ** 70]
+    assert back["array"].dtype == np.int32 and np.array_equal(back["array"], value["array"])
+    assert back["scalar"] == np.float32(1.5) and type(back["scalar"]) is np.float32
+    assert isinstance(back[7], tuple) and back[7][0].shape == (0, 2)
+
+
+def test_what_is_not_plain_data_does_not_cross_without_a_handle():
+    with pytest.raises(wire.WireError, match="not plain data"):
+        wire.encode({"f": len})
+    with pytest.raises(wire.WireError, match="dtype object"):
+        wire.encode(np.array([object()]))
+    with pytest.raises(wire.WireError, match="string or integer keys"):
+        wire.encode({(1, 2): 3})
+    handles = []
+    encoded = wire.encode([object()], make_handle=lambda obj: handles.append(obj) or wire.Handle(1, "object"))
+    assert wire.decode(encoded) == [wire.Handle(1, "object")] and len(handles) == 1
+
+
+@pytest.mark.parametrize("tamper, message", [
+    (lambda data: data[:-3], "malformed message buffers|does not fit|trailing"),
+    (lambda data: b"XXXX" + data[4:], "not a message of this grader"),
+    (lambda data: data.replace(b'"float64"', b'"object "'), "may not cross"),
+    (lambda data: data.replace(b'"shape":[5]', b'"shape":[6]'), "does not fit"),
+    (lambda data: data[:8] + b"{" * 10 + data[18:], "malformed"),
+])
+def test_malformed_messages_are_refused(tamper, message):
+    data = wire.encode({"x": np.arange(5.0)})
+    with pytest.raises(wire.WireError, match=message):
+        wire.decode(tamper(data))
+
+
+def test_limits_are_checked_before_allocating():
+    limits = wire.Limits(max_bytes=1000, max_items=50, max_depth=5)
+    with pytest.raises(wire.WireError, match="larger than"):
+        wire.encode(np.zeros(1000), limits=limits)
+    with pytest.raises(wire.WireError, match="more than 50 values"):
+        wire.encode(list(range(100)), limits=limits)
+    nested = []
+    for _ in range(10):
+        nested = [nested]
+    with pytest.raises(wire.WireError, match="nested deeper"):
+        wire.encode(nested, limits=limits)
+    deep = wire.encode(nested)
+    with pytest.raises(wire.WireError, match="nested too deeply"):
+        wire.decode(deep, limits=limits)
+
+
+def test_tensors_and_modules_cross_as_descriptions():
+    torch = pytest.importorskip("torch")
+    gru = torch.nn.GRU(3, 2, batch_first=True, bidirectional=True, dtype=torch.float64)
+    tensor = torch.arange(4.0, dtype=torch.float64).requires_grad_(True)
+    back = wire.decode(wire.encode({"gru": gru, "x": tensor, "half": torch.ones(2, dtype=torch.bfloat16)}))
+    assert back["x"].dtype == torch.float64 and back["x"].requires_grad and torch.equal(back["x"], tensor.detach())
+    assert back["half"].dtype == torch.bfloat16
+    rebuilt = back["gru"].build()
+    assert isinstance(rebuilt, torch.nn.GRU) and rebuilt.bidirectional and rebuilt is not gru
+    for (name, mine), (_, theirs) in zip(rebuilt.named_parameters(), gru.named_parameters()):
+        assert torch.equal(mine, theirs), name
+    with pytest.raises(wire.WireError, match="not plain data"):
+        wire.encode(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+def test_remote_errors_are_matched_by_built_in_types_only():
+    error = remote_error({"type": "ValueError", "message": "bad", "builtin": True})
+    assert isinstance(error, ValueError) and "ValueError: bad" in str(error)
+    forged = remote_error({"type": "SystemExit", "message": "", "builtin": True})
+    assert not isinstance(forged, SystemExit)
+    custom = remote_error({"type": "AssertionError", "message": "I passed", "builtin": False})
+    assert not isinstance(custom, AssertionError)
