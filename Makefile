@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[dev,torch,grading,book]"
-	{ command -v bwrap && command -v setpriv && command -v prlimit && command -v chromium; } >/dev/null || bash tools/install-system-packages.sh
+	{ command -v bwrap && command -v setpriv && command -v prlimit && command -v chromium && command -v dot; } >/dev/null || bash tools/install-system-packages.sh
 	touch $(STAMP)
 
 train: $(STAMP)

@@ -78,16 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--amp", action="store_true", help="torch track on CUDA: bfloat16 automatic mixed precision")
     train.add_argument("--model", choices=["attention", "seq2seq"], default="attention",
                        help="attention (default) or the plain seq2seq bottleneck baseline")
+    train.add_argument("--task", choices=sorted(TASKS), default="dates",
+                       help="a built-in task: " + "; ".join(f"{name}: {text}" for name, (_, text) in sorted(TASKS.items())))
     train.add_argument("--train", type=Path, help="training pairs, one 'source<TAB>target' a line (with --test)")
     train.add_argument("--test", type=Path, help="test pairs, same format (with --train)")
-    train.add_argument("--n-train", type=_positive(int), default=20000, help="built-in dates: training pairs")
-    train.add_argument("--n-test", type=_positive(int), default=1000, help="built-in dates: test pairs")
+    train.add_argument("--level", choices=["character", "word"], default="character",
+                       help="with --train/--test: a symbol is a character (default) or a space-separated word")
+    train.add_argument("--n-train", type=_positive(int), default=20000, help="built-in task: training examples")
+    train.add_argument("--n-test", type=_positive(int), default=1000, help="built-in task: test examples")
     train.add_argument("--target-accuracy", type=_fraction, help="stop once test exact match >= this")
     train.add_argument("--max-seconds", type=_positive(float), help="stop after this much training time")
     train.add_argument("--epochs", type=_positive(int), help="stop after this many passes over the training set")
     train.add_argument("--max-steps", type=_positive(int), help="stop after this many updates")
     train.add_argument("--seed", type=int, default=0, help="seed for the data, the weights and the batch order")
-    train.add_argument("--out", type=Path, default=Path("runs/dates"), help="output folder (default: runs/dates)")
+    train.add_argument("--out", type=Path, help="output folder (default: runs/<task>)")
     train.add_argument("--batch-size", type=_positive(int),
                        help="examples a step (default: 128; 256 with --device cuda, where a step costs the same)")
     train.add_argument("--lr", type=_positive(float), help="Adam's learning rate (default: per track, see README)")
@@ -118,19 +122,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The built-in tasks: name -> ("module:function", what it is). A sequence-to-sequence task's
+# function returns (train pairs, test pairs, level); another kind of task's module trains itself.
+TASKS = {
+    "dates": ("attention_course.data.dates:generate_dates", "human-written dates to ISO dates (characters)"),
+    "translation": ("attention_course.data.translation:generate_translation",
+                    "a generated two-language grammar whose word orders differ (words)"),
+}
+WORD_LEVEL_TASKS = {"translation"}
+
+
+def _task_function(name: str):
+    import importlib
+
+    module, function = TASKS[name][0].split(":")
+    return getattr(importlib.import_module(module), function)
+
+
 def _load_data(args):
-    from .data import generate_dates, load_pairs_tsv
+    """(train pairs, test pairs, task label, level) of a sequence-to-sequence task."""
+    from .data import load_pairs_tsv
 
     if (args.train is None) != (args.test is None):
-        raise UsageError("give both --train and --test, or neither (for the built-in dates task)")
+        raise UsageError("give both --train and --test, or neither (for a built-in task)")
     if args.train is not None:
-        return load_pairs_tsv(args.train), load_pairs_tsv(args.test), f"tsv:{args.train}"
-    return *generate_dates(args.n_train, args.n_test, seed=args.seed), "dates"
+        level = args.level
+        return load_pairs_tsv(args.train), load_pairs_tsv(args.test), f"tsv:{args.train}", level
+    train_pairs, test_pairs = _task_function(args.task)(args.n_train, args.n_test, seed=args.seed)
+    return train_pairs, test_pairs, args.task, "word" if args.task in WORD_LEVEL_TASKS else "character"
 
 
-def _output_tokens(output: str, steps: int) -> list[str]:
-    """Row labels for an alignment: the output characters, then the end token if it was reached."""
-    return (list(output) + ["<eos>"])[:steps]
+def _output_tokens(output: str, steps: int, vocab) -> list[str]:
+    """Row labels for an alignment: the output's symbols, then the end token if it was reached."""
+    return (vocab.split(output) + ["<eos>"])[:steps]
 
 
 def _log(message: str) -> None:
@@ -157,8 +181,10 @@ def train_command(args) -> dict:
 
     track = get_track(args.track)
     _track_options(args, track)
-    train_pairs, test_pairs, task = _load_data(args)
-    source_vocab, target_vocab = build_vocabularies(train_pairs + test_pairs)
+    train_pairs, test_pairs, task, level = _load_data(args)
+    if args.out is None:
+        args.out = Path("runs") / args.task
+    source_vocab, target_vocab = build_vocabularies(train_pairs + test_pairs, level=level)
     train = encode_pairs(train_pairs, source_vocab, target_vocab)
     test = encode_pairs(test_pairs, source_vocab, target_vocab)
     max_output_length = max(train.decoder_target.shape[1], test.decoder_target.shape[1])
@@ -209,8 +235,8 @@ def train_command(args) -> dict:
     shown = track.greedy_decode(model, examples, target_vocab, max_output_length)
     predictions, attention = shown.texts, shown.attention_weights
     if attention is not None:
-        drawn = [(attention[i], list(test_pairs[i][0]), _output_tokens(predictions[i], attention.shape[1]))
-                 for i in range(len(predictions))]
+        drawn = [(attention[i], source_vocab.split(test_pairs[i][0]),
+                  _output_tokens(predictions[i], attention.shape[1], target_vocab)) for i in range(len(predictions))]
         summary["alignments"] = save_alignments(drawn, str(out / "alignments.png"))
     (out / "history.json").write_text(json.dumps({"losses": result.losses, "evaluations": result.evaluations,
                                                   "grad_norms": result.grad_norms}) + "\n")
@@ -237,7 +263,7 @@ def translate_command(args) -> list[dict]:
     for i, (text, output) in enumerate(zip(args.text, outputs)):
         print(output)
         if weights is not None:
-            drawn.append((weights[i], list(text), _output_tokens(output, weights.shape[1])))
+            drawn.append((weights[i], source_vocab.split(text), _output_tokens(output, weights.shape[1], target_vocab)))
             if not args.no_alignment:
                 print(alignment_text(*drawn[-1]) + "\n")
         results.append({"input": text, "output": output})

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the course needs: bubblewrap (the grading sandbox), util-linux (setpriv,
-# prlimit: the sandbox drops to an unprivileged user with resource limits) and chromium (the
-# book's tests open the built pages in headless Chromium). apt-get install is idempotent.
+# prlimit: the sandbox drops to an unprivileged user with resource limits), chromium (the
+# book's tests open the built pages in headless Chromium) and graphviz (the book's diagrams are
+# Graphviz sources, drawn at build time). apt-get install is idempotent.
 # Runs as root on CI and the course machines; elsewhere it asks sudo, or says what to install.
 set -euo pipefail
-packages=(bubblewrap util-linux chromium)
+packages=(bubblewrap util-linux chromium graphviz)
 if [ "$(id -u)" -eq 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"

@@ -32,7 +32,7 @@ class _Translation:
         context: (T_out, H_enc).
     """
 
-    source: str
+    source: list[str]      # the source's symbols (characters, or words)
     output: list[str]
     weights: np.ndarray
     context: np.ndarray
@@ -56,8 +56,8 @@ def _translate(model, sources: Sequence[str], source_vocab, target_vocab, max_le
             steps.append("<eos>" if token == target_vocab.eos_id else target_vocab.decode([token], strip_special=False))
             if token == target_vocab.eos_id:
                 break
-        T = len(steps)
-        translations.append(_Translation(source, steps, decoded.attention_weights[row, :T, :len(source)],
+        T, symbols = len(steps), source_vocab.split(source)
+        translations.append(_Translation(symbols, steps, decoded.attention_weights[row, :T, :len(symbols)],
                                          contexts[row, :T]))
     return translations
 

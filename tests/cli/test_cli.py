@@ -242,3 +242,24 @@ def test_peak_memory_is_the_commands_own_not_its_parents(tmp_path):
     summary = json.loads(completed.stdout.strip().splitlines()[-1])
     assert 0 < summary["peak_rss_mb"] < 400
     del ballast
+
+
+def test_the_word_level_translation_task_trains_and_translates_by_words(tmp_path, capsys):
+    from attention_course.data.translation import generate_translation
+
+    code, out, err = run_main(capsys, "train", "--task", "translation", "--n-train", "300", "--n-test", "20",
+                              "--max-steps", "3", "--eval-every", "3", "--hidden-size", "8", "--embed-dim", "8",
+                              "--out", str(tmp_path / "run"), "--no-progress")
+    assert code == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["task"] == "translation" and summary["steps"] == 3
+    config = json.loads((tmp_path / "run" / "checkpoint" / "config.json").read_text())
+    assert config["source_vocab"]["level"] == "word"
+    (source, _), = generate_translation(1, 0, seed=0)[0]
+    code, out, err = run_main(capsys, "translate", "--checkpoint", str(tmp_path / "run" / "checkpoint"), source)
+    assert code == 0, err
+    words = source.split(" ")
+    assert all(word in out for word in words[:3]), out  # the alignment is labelled with the source's words
+    code, _, err = run_main(capsys, "translate", "--checkpoint", str(tmp_path / "run" / "checkpoint"),
+                            source + " zebra")
+    assert code == 2 and "unknown word 'zebra'" in err
