@@ -13,11 +13,12 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile tools/hub-assets/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[dev,torch,grading,book]"
-	{ command -v bwrap && command -v setpriv && command -v prlimit && command -v chromium && command -v dot; } >/dev/null || bash tools/install-system-packages.sh
+	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[dev,torch,grading,book,hub]"
+	{ command -v bwrap && command -v setpriv && command -v prlimit && command -v chromium && command -v dot && command -v git && command -v useradd && command -v npm; } >/dev/null || bash tools/install-system-packages.sh
+	cd tools/hub-assets && npm ci --silent --no-audit --no-fund   # configurable-http-proxy, for the course hub
 	touch $(STAMP)
 
 train: $(STAMP)
@@ -36,4 +37,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/dates_time_to_accuracy.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .hypothesis _build book/_assets/vendor tools/book-assets/node_modules
+	rm -rf $(VENV) runs .pytest_cache .hypothesis _build book/_assets/vendor tools/book-assets/node_modules tools/hub-assets/node_modules

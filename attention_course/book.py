@@ -106,7 +106,8 @@ def _github_slug(repository: str) -> str | None:
 def nbgitpuller_url(settings: LaunchSettings, path: str) -> str:
     """A JupyterHub link that clones/updates the repository for the user and opens ``path`` in Lab."""
     folder = urlparse(settings.repository).path.rstrip("/").split("/")[-1].removesuffix(".git")
-    query = urlencode({"repo": settings.repository, "branch": settings.branch,
+    # targetpath: nbgitpuller's own default keeps a ".git" suffix, which the urlpath would then miss
+    query = urlencode({"repo": settings.repository, "branch": settings.branch, "targetpath": folder,
                        "urlpath": f"lab/tree/{folder}/{path}"})
     return f"{settings.jupyterhub_url}/hub/user-redirect/git-pull?{query}"
 

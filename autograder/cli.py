@@ -1,15 +1,22 @@
 """``python -m autograder <command>``: the instructor's one entry point.
 
     release   [ASSIGNMENT | --all]             student versions into grading/release/
+    publish   ASSIGNMENT                       the student version into nbgrader's exchange
     import    ASSIGNMENT (--from-exchange DIR | --from PATH)
+    collect   ASSIGNMENT                       import from the course's exchange
     autograde ASSIGNMENT [--student ID ...] [--workers N] [--unsafe-no-sandbox]
               [--cell-timeout S] [--notebook-timeout S] [--memory-mb M] [--max-processes P] [--bwrap PATH]
     feedback  ASSIGNMENT [--student ID ...]    HTML without hidden tests, into grading/feedback/
+    return-feedback ASSIGNMENT [--student ID ...]   the feedback into the exchange, for students to fetch
     export    [--csv FILE] [--histogram FILE.png]
     leakscan  PATH ... [--assignment A ...]    solution or hidden-test lines in any files (exit 1 if found)
+    hub start ROSTER [--dir D] [--port P] [--create-users]   a course hub (JupyterHub) on this machine, as root
+    hub stop  [--dir D] [--remove-users]
 
 Global options (before the command): ``--course-dir DIR`` (default: grading/ at the repository
-root, outside git) and ``--source DIR`` (default: solutions/).
+root, outside git), ``--source DIR`` (default: solutions/), ``--course-id ID`` and ``--exchange DIR``
+(nbgrader's exchange root, for publish, collect and return-feedback). On a course hub the grader
+account's environment sets all four (AUTOGRADER_COURSE_DIR, ..._SOURCE, ..._COURSE_ID, ..._EXCHANGE).
 
 Every error is one line on stderr and exit status 2. ``import`` exits 1 when it refused an entry
 (the good ones are imported, each refused one is named), ``feedback`` when it had to withhold a
@@ -24,7 +31,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .course import DEFAULT_COURSE_DIR, DEFAULT_SOURCE_DIR, Course
+from .course import COURSE_ID, DEFAULT_COURSE_DIR, DEFAULT_EXCHANGE, DEFAULT_SOURCE_DIR, Course
 from .errors import GradingError
 
 
@@ -51,11 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="course directory with the gradebook and submissions (default: %(default)s)")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE_DIR,
                         help="nbgrader source notebooks, <source>/<assignment>/*.ipynb (default: %(default)s)")
+    parser.add_argument("--course-id", default=COURSE_ID, help="the course's id (default: %(default)s)")
+    parser.add_argument("--exchange", default=DEFAULT_EXCHANGE,
+                        help="nbgrader's exchange root, for publish, collect and return-feedback")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     release = commands.add_parser("release", help="generate the student versions")
     release.add_argument("assignment", nargs="?")
     release.add_argument("--all", action="store_true", help="every assignment in the source folder")
+
+    publish = commands.add_parser("publish", help="release the student version into nbgrader's exchange")
+    publish.add_argument("assignment")
+
+    collect = commands.add_parser("collect", help="import the latest submissions from the course's exchange")
+    collect.add_argument("assignment")
 
     intake = commands.add_parser("import", help="import submissions")
     intake.add_argument("assignment")
@@ -83,9 +99,30 @@ def build_parser() -> argparse.ArgumentParser:
     feedback.add_argument("assignment")
     feedback.add_argument("--student", action="append", help="only this student (repeatable)")
 
+    returning = commands.add_parser("return-feedback", help="put the feedback into the exchange for students")
+    returning.add_argument("assignment")
+    returning.add_argument("--student", action="append", help="only this student (repeatable)")
+
     export = commands.add_parser("export", help="grade table and histogram")
     export.add_argument("--csv", type=Path, metavar="FILE", help="grade table (default: <course-dir>/grades.csv)")
     export.add_argument("--histogram", type=Path, metavar="FILE.png", help="score histogram per assignment")
+
+    hub = commands.add_parser("hub", help="start or stop a course hub (JupyterHub) on this machine")
+    hub_commands = hub.add_subparsers(dest="hub_command", required=True, parser_class=_Parser)
+    hub_start = hub_commands.add_parser("start", help="set up and start the hub for a roster (as root)")
+    hub_start.add_argument("roster", type=Path, help="YAML or JSON: courses, each with instructors and students")
+    hub_start.add_argument("--dir", type=Path, default=None, help="the hub's folder (default: /srv/attention-hub)")
+    hub_start.add_argument("--ip", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    hub_start.add_argument("--port", type=int, default=8000, help="port to listen on (default: %(default)s)")
+    hub_start.add_argument("--authenticator", choices=("pam", "dummy"), default="pam",
+                           help="pam: the users' own passwords (default); dummy: one shared password, for tests")
+    hub_start.add_argument("--password-file", type=Path, help="the shared password of --authenticator dummy")
+    hub_start.add_argument("--create-users", action="store_true", help="make the roster's missing Unix users")
+    hub_start.add_argument("--source", dest="hub_source", type=Path, default=None,
+                           help="the source notebooks, readable by root only (default: solutions/)")
+    hub_stop = hub_commands.add_parser("stop", help="stop the hub, its proxy, services and user servers")
+    hub_stop.add_argument("--dir", type=Path, default=None, help="the hub's folder (default: /srv/attention-hub)")
+    hub_stop.add_argument("--remove-users", action="store_true", help="remove the users `start --create-users` made")
 
     leaks = commands.add_parser("leakscan", help="find solution or hidden-test lines in files (a built book, a wheel)")
     leaks.add_argument("paths", nargs="+", type=Path)
@@ -94,8 +131,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_hub(args: argparse.Namespace) -> int:
+    from . import hub
+
+    folder = args.dir or hub.DEFAULT_DIR
+    if args.hub_command == "start":
+        password = None
+        if args.password_file is not None:
+            try:
+                password = args.password_file.read_text().strip()
+            except OSError as exc:
+                raise GradingError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
+        state = hub.start(args.roster, folder, port=args.port, ip=args.ip, authenticator=args.authenticator,
+                          password=password, create_users=args.create_users,
+                          **({"source": args.hub_source} if args.hub_source else {}))
+        print(f"the course hub is up at http://{state['ip']}:{state['port']}/ "
+              f"(courses: {', '.join(state['courses'])}; logs in {folder}/logs)")
+    else:
+        for line in hub.stop(folder, remove_users=args.remove_users) or ["no hub was running"]:
+            print(line)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    course = Course(root=args.course_dir, source=args.source)
+    if args.command == "hub":
+        return run_hub(args)
+    course = Course(root=args.course_dir, source=args.source, course_id=args.course_id, exchange=args.exchange)
     if args.command == "release":
         if args.all == bool(args.assignment):
             raise GradingError("release: name one ASSIGNMENT or pass --all")
@@ -106,11 +167,22 @@ def run(args: argparse.Namespace) -> int:
 
         for line in release(course, assignments):
             print(line)
-    elif args.command == "import":
+    elif args.command == "publish":
+        from .exchange import publish
+
+        print(publish(course, args.assignment))
+    elif args.command == "return-feedback":
+        from .exchange import return_feedback
+
+        print(return_feedback(course, args.assignment, args.student))
+    elif args.command in ("import", "collect"):
         from .submissions import import_submissions
 
-        summary, refused = import_submissions(course, args.assignment, source=args.source_path,
-                                              exchange=args.from_exchange)
+        if args.command == "collect" and not course.exchange:
+            raise GradingError("collect: no exchange: pass --exchange DIR (or set AUTOGRADER_EXCHANGE)")
+        exchange = Path(course.exchange) if args.command == "collect" else args.from_exchange
+        summary, refused = import_submissions(course, args.assignment, source=getattr(args, "source_path", None),
+                                              exchange=exchange)
         for line in refused:
             print(line)
         print(summary)
@@ -157,17 +229,18 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    command = " ".join(filter(None, (args.command, getattr(args, "hub_command", None))))
     try:
         return run(args)
     except GradingError as exc:
-        print(f"autograder {args.command}: {exc}", file=sys.stderr)
+        print(f"autograder {command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"autograder {args.command}: interrupted", file=sys.stderr)
+        print(f"autograder {command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - one line for the instructor; the traceback on request
         if os.environ.get("AUTOGRADER_DEBUG"):
             traceback.print_exc()
-        print(f"autograder {args.command}: internal error: {type(exc).__name__}: {exc} "
+        print(f"autograder {command}: internal error: {type(exc).__name__}: {exc} "
               "(set AUTOGRADER_DEBUG=1 for the traceback)", file=sys.stderr)
         return 2

@@ -30,9 +30,11 @@ from traitlets.config import Config
 from .errors import GradingError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_COURSE_DIR = REPO_ROOT / "grading"
-DEFAULT_SOURCE_DIR = REPO_ROOT / "solutions"
-COURSE_ID = "attention_course"
+# On a course hub (autograder/hub.py) the grader account's environment names its course.
+DEFAULT_COURSE_DIR = Path(os.environ.get("AUTOGRADER_COURSE_DIR") or REPO_ROOT / "grading")
+DEFAULT_SOURCE_DIR = Path(os.environ.get("AUTOGRADER_SOURCE") or REPO_ROOT / "solutions")
+COURSE_ID = os.environ.get("AUTOGRADER_COURSE_ID") or "attention_course"
+DEFAULT_EXCHANGE = os.environ.get("AUTOGRADER_EXCHANGE") or ""
 
 # Student and assignment ids become folder names and nbgrader exchange keys ('+' separates those).
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -54,10 +56,13 @@ def check_id(kind: str, value: str, where: str = "") -> str:
 class Course:
     root: Path = DEFAULT_COURSE_DIR
     source: Path = DEFAULT_SOURCE_DIR
+    course_id: str = COURSE_ID
+    exchange: str = DEFAULT_EXCHANGE   # nbgrader's exchange root, for publish and return-feedback
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root).resolve())
         object.__setattr__(self, "source", Path(self.source).resolve())
+        check_id("course", self.course_id)
 
     # -- folders -----------------------------------------------------------------------------
     @property
@@ -119,8 +124,11 @@ class Course:
         c = Config()
         c.CourseDirectory.root = str(self.root)
         c.CourseDirectory.source_directory = str(self.source)
-        c.CourseDirectory.course_id = COURSE_ID
+        c.CourseDirectory.course_id = self.course_id
         c.CourseDirectory.db_url = self.db_url
+        if self.exchange:
+            c.Exchange.root = self.exchange
+            c.Exchange.path_includes_course = True
         # For nbgrader's own autograde (formgrader): a deleted test cell must come back, not score 0.
         c.OverwriteCells.add_missing_cells = True
         return c
@@ -133,13 +141,22 @@ class Course:
         text = (
             "# Written by `python -m autograder`; the same settings as autograder/course.py.\n"
             "# Use it for nbgrader's formgrader (manual grading of flagged submissions).\n"
-            "# Do NOT run `nbgrader autograde` here: it runs student code unsandboxed, as you.\n"
+            "# nbgrader's own autograde (the command, or the formgrader's button) would run student code\n"
+            "# unsandboxed, as you: it is refused here. Grade with `python -m autograder autograde`.\n"
+            "from nbgrader.converters import Autograde, NbGraderException\n\n\n"
+            "def refuse_unsandboxed_autograde(self):\n"
+            "    message = ('nbgrader autograde is switched off for this course: it would run student code '\n"
+            "               'unsandboxed. Use: python -m autograder autograde ASSIGNMENT')\n"
+            "    self.log.error(message)\n"
+            "    raise NbGraderException(message)\n\n\n"
+            "Autograde.start = refuse_unsandboxed_autograde  # before it touches a file or the gradebook\n"
             "c = get_config()  # noqa: F821\n"
             f"c.CourseDirectory.root = {str(self.root)!r}\n"
             f"c.CourseDirectory.source_directory = {str(self.source)!r}\n"
-            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+            f"c.CourseDirectory.course_id = {self.course_id!r}\n"
             f"c.CourseDirectory.db_url = {self.db_url!r}\n"
             "c.OverwriteCells.add_missing_cells = True\n"
+            + (f"c.Exchange.root = {self.exchange!r}\nc.Exchange.path_includes_course = True\n" if self.exchange else "")
         )
         if not config_file.exists() or config_file.read_text() != text:
             config_file.write_text(text)

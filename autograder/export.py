@@ -36,7 +36,7 @@ def grade_rows(course: Course) -> list[dict]:
                     score, max_score, status, manual = 0.0, float(assignment.max_score), "missing", False
                 else:
                     score, max_score = float(submission.score), float(submission.max_score)
-                    status, manual = entry.get("status", "graded"), bool(submission.needs_manual_grade)
+                    status, manual = entry.get("status", "not graded"), bool(submission.needs_manual_grade)
                 rows.append({
                     "assignment": assignment.name, "student": student, "score": round(score, 4),
                     "max_score": round(max_score, 4),

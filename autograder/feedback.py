@@ -114,6 +114,10 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
                 messages.append(f"{student}: feedback WITHHELD: it would show a hidden test line "
                                 f"({leaks[0].secret.origin}); grade it by hand")
                 continue
+            # nbgrader's exchange keys a student's feedback by their submission's secret (return-feedback).
+            for name in ("timestamp.txt", "submission_secret.txt"):
+                if (course.submitted_dir(student, assignment) / name).is_file():
+                    shutil.copyfile(course.submitted_dir(student, assignment) / name, folder / name)
             pages = sorted(p.name for p in folder.glob("*.html"))
             messages.append(f"{student}: {', '.join(pages)} -> {folder}")
     return messages, withheld

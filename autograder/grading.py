@@ -34,7 +34,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
 from . import pool, sandbox
-from .course import COURSE_ID, REPO_ROOT, Course, atomic_write, check_id
+from .course import REPO_ROOT, Course, atomic_write, check_id
 from .errors import GradingError
 from .prepare import NotebookPlan, Prepared, job_cells, plan_notebook, prepare, score_tests, student_cells
 from .scan import scan_in_subprocess
@@ -57,7 +57,7 @@ def _now() -> str:
 
 def open_gradebook(course: Course) -> Gradebook:
     course.ensure()
-    return Gradebook(course.db_url, COURSE_ID)
+    return Gradebook(course.db_url, course.course_id)
 
 
 def backup_gradebook(course: Course) -> None:

@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -205,14 +206,21 @@ def find_bwrap(explicit: str | None = None) -> str | None:
 
 
 def package_dirs() -> tuple[str, ...]:
-    """The folder of the course package when it is installed editable (outside the venv)."""
+    """Folders of installed packages outside the venv and the Python installation: the course
+    package's folder when it is installed editable, and site folders that a ``.pth`` adds (a
+    course hub's users' environment loads the course's packages that way, see hub.py)."""
+    inside = [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
+    folders: list[str] = []
     spec = importlib.util.find_spec("attention_course")
-    if spec is None or not spec.submodule_search_locations:
-        return ()
-    folder = os.path.realpath(list(spec.submodule_search_locations)[0])
-    if _inside(folder, os.path.realpath(sys.prefix)):
-        return ()
-    return (folder,)
+    if spec is not None and spec.submodule_search_locations:
+        folders.append(os.path.realpath(list(spec.submodule_search_locations)[0]))
+    user_site = os.path.realpath(site.getusersitepackages())
+    for entry in sys.path:
+        path = os.path.realpath(entry or ".")
+        if os.path.basename(path) in ("site-packages", "dist-packages") and os.path.isdir(path) \
+                and path != user_site:
+            folders.append(path)
+    return tuple(dict.fromkeys(f for f in folders if not any(_inside(f, p) for p in inside)))
 
 
 def make_config(bwrap: str | None, limits: Limits, run_dir: Path, workers: int,
@@ -241,7 +249,12 @@ def make_config(bwrap: str | None, limits: Limits, run_dir: Path, workers: int,
 
 def sandbox_env(config: SandboxConfig) -> dict[str, str]:
     """The sandbox's whole environment (the instructor's is not passed in)."""
+    library = os.path.join(config.python_home, "lib")
+    # A copied interpreter (a course hub's, see hub.py) finds its libpython only through this:
+    shared = {"LD_LIBRARY_PATH": library} if os.path.realpath(config.python_home) != "/usr" and \
+        any(name.startswith("libpython") for name in (os.listdir(library) if os.path.isdir(library) else [])) else {}
     return {
+        **shared,
         "PATH": f"{config.venv}/bin:/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import pwd
 import shutil
 import stat
 import zipfile
@@ -27,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from nbgrader.api import MissingEntry
 from nbgrader.utils import parse_utc
 
-from .course import COURSE_ID, Course, check_id, is_valid_id
+from .course import Course, atomic_write, check_id, is_valid_id
 from .errors import GradingError
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
@@ -39,6 +40,7 @@ class Incoming:
     student: str
     notebooks: dict[str, bytes] = field(default_factory=dict)   # notebook name -> content
     timestamp: str | None = None
+    secret: str | None = None     # nbgrader's submission_secret.txt: keys the student's feedback in the exchange
 
 
 class Found(dict):
@@ -178,18 +180,36 @@ def read_zip(path: Path, notebooks: list[str]) -> Found:
     return found
 
 
-def _inbound_dir(path: Path) -> Path:
-    candidates = [path / COURSE_ID / "inbound", path / "inbound", path]
-    candidates += [p / "inbound" for p in sorted(path.iterdir()) if p.is_dir()] if path.is_dir() else []
-    for candidate in candidates:
+def _inbound_dir(path: Path, course_id: str) -> Path:
+    for candidate in (path / course_id / "inbound", path / "inbound", path):
         if candidate.is_dir() and candidate.name == "inbound":
             return candidate
+    # An exchange root of one course under another id (a copy from elsewhere); never one of several
+    # courses, whose submissions are not this course's.
+    others = [p / "inbound" for p in sorted(path.iterdir()) if (p / "inbound").is_dir()] if path.is_dir() else []
+    if len(others) == 1:
+        return others[0]
+    if others:
+        raise GradingError(f"no inbound folder of course {course_id!r} in the exchange {path} (it has "
+                           f"{', '.join(p.parent.name for p in others)}): pass --course-id")
     raise GradingError(f"no nbgrader exchange inbound folder in {path} "
-                       f"(expected {path}/{COURSE_ID}/inbound/<student>+<assignment>+<timestamp>)")
+                       f"(expected {path}/{course_id}/inbound/<student>+<assignment>+<timestamp>)")
 
 
-def read_exchange(path: Path, assignment: str, notebooks: list[str]) -> Found:
-    inbound = _inbound_dir(path)
+def _owner(path: Path) -> str | None:
+    """The user name owning ``path`` when that is someone else than the importer (else None: a
+    folder the instructor copied carries no sign of who submitted it)."""
+    uid = path.lstat().st_uid
+    if uid == os.getuid():
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def read_exchange(path: Path, assignment: str, notebooks: list[str], course_id: str) -> Found:
+    inbound = _inbound_dir(path, course_id)
     latest: dict[str, tuple[dt.datetime, Path, str]] = {}
     found = Found()
     for entry in sorted(inbound.iterdir()):
@@ -199,6 +219,12 @@ def read_exchange(path: Path, assignment: str, notebooks: list[str]) -> Found:
         student, stamp = parts[0], parts[2]
         if not is_valid_id(student):
             found.refuse(GradingError(f"bad student id {student!r} in {entry}"))
+            continue
+        owner = _owner(entry)
+        if owner is not None and owner != student:
+            # On a shared exchange every student may write into inbound/: only the folder's owner
+            # (the account that submitted) can be the student it names.
+            found.refuse(GradingError(f"{entry.name} in {inbound} was submitted by {owner!r}, not {student!r}"))
             continue
         stamp_file = entry / "timestamp.txt"
         if stamp_file.is_file() and not stamp_file.is_symlink():
@@ -212,6 +238,9 @@ def read_exchange(path: Path, assignment: str, notebooks: list[str]) -> Found:
             latest[student] = (when, entry, stamp)
     for student, (_, entry, stamp) in sorted(latest.items()):
         incoming = Incoming(student, timestamp=stamp)
+        secret_file = entry / "submission_secret.txt"
+        if secret_file.is_file() and not secret_file.is_symlink() and secret_file.stat().st_size <= 1024:
+            incoming.secret = secret_file.read_text(errors="replace").strip()
         for notebook in notebooks:
             file = entry / f"{notebook}.ipynb"
             if not file.exists() and not file.is_symlink():
@@ -238,6 +267,9 @@ def store(course: Course, assignment: str, found: dict[str, Incoming]) -> dict[s
     for student, incoming in sorted(found.items()):
         folder = course.submitted_dir(student, assignment)
         if folder.exists() and _same(folder, incoming):
+            # The same work handed in again: its new secret is the one the student's feedback is keyed by.
+            if incoming.secret:
+                atomic_write(folder / "submission_secret.txt", incoming.secret)
             outcome["unchanged"].append(student)
             continue
         staging = folder.parent / f".incoming-{assignment}-{os.getpid()}"
@@ -246,6 +278,8 @@ def store(course: Course, assignment: str, found: dict[str, Incoming]) -> dict[s
         for notebook, data in incoming.notebooks.items():
             (staging / f"{notebook}.ipynb").write_bytes(data)
         (staging / "timestamp.txt").write_text(incoming.timestamp or now.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+        if incoming.secret:
+            (staging / "submission_secret.txt").write_text(incoming.secret)
         if folder.exists():
             old_stamp = (folder / "timestamp.txt").read_text().strip() if (folder / "timestamp.txt").exists() else ""
             label = "".join(ch if ch.isalnum() else "-" for ch in old_stamp) or now.strftime("%Y%m%dT%H%M%S")
@@ -272,7 +306,7 @@ def import_submissions(course: Course, assignment: str, *, source: Path | None =
     if exchange is not None:
         if not exchange.is_dir():
             raise GradingError(f"exchange folder not found: {exchange}")
-        found = read_exchange(exchange, assignment, notebooks)
+        found = read_exchange(exchange, assignment, notebooks, course.course_id)
     else:
         assert source is not None
         if source.is_dir():

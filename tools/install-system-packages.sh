@@ -2,10 +2,13 @@
 # Debian packages the course needs: bubblewrap (the grading sandbox), util-linux (setpriv,
 # prlimit: the sandbox drops to an unprivileged user with resource limits), chromium (the
 # book's tests open the built pages in headless Chromium) and graphviz (the book's diagrams are
-# Graphviz sources, drawn at build time). apt-get install is idempotent.
+# Graphviz sources, drawn at build time), git and passwd (the course hub: nbgitpuller clones with
+# git, `hub start --create-users` runs useradd) and, where npm is missing, nodejs and npm (the
+# book's offline assets and the hub's proxy come from npm). apt-get install is idempotent.
 # Runs as root on CI and the course machines; elsewhere it asks sudo, or says what to install.
 set -euo pipefail
-packages=(bubblewrap util-linux chromium graphviz)
+packages=(bubblewrap util-linux chromium graphviz git passwd)
+command -v npm >/dev/null || packages+=(nodejs npm)
 if [ "$(id -u)" -eq 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"

@@ -54,7 +54,7 @@ def test_title_download_and_jupyterhub_link(tmp_path):
     hub = urlsplit(links["launch in JupyterHub"])
     assert (hub.scheme, hub.netloc, hub.path) == ("https", "hub.example.org", "/hub/user-redirect/git-pull")
     query = parse_qs(hub.query)
-    assert query == {"repo": ["https://github.com/example/course"], "branch": ["student"],
+    assert query == {"repo": ["https://github.com/example/course"], "branch": ["student"], "targetpath": ["course"],
                      "urlpath": ["lab/tree/course/exercises/ch9z_demo.ipynb"]}
     assert set(links) == {"download the notebook", "launch in JupyterHub"}
 

@@ -1,0 +1,63 @@
+"""nbgrader's exchange, from the instructor's side: ``publish``, ``collect``, ``return-feedback``.
+
+On a course hub (``hub.py``) students fetch released assignments from the exchange, submit into
+it and fetch their feedback from it, through nbgrader's Assignments tab. The instructor's side of
+that exchange goes through nbgrader's own code, configured for this course (its id and the
+exchange root, ``Course.exchange``):
+
+- ``publish``: the student version made by ``release`` goes to ``<exchange>/<course>/outbound``;
+- ``collect``: the latest submission of each student comes in (``import --from-exchange``);
+- ``return-feedback``: the pages made by ``feedback`` go to ``<exchange>/<course>/feedback``, where
+  each student's Assignments tab finds their own (keyed by a hash of their submission).
+"""
+
+from __future__ import annotations
+
+from .course import Course, check_id
+from .errors import GradingError
+from .release import _failure_line, nbgrader_api
+
+
+def _needs_exchange(course: Course, what: str) -> None:
+    if not course.exchange:
+        raise GradingError("no exchange: pass --exchange DIR (or set AUTOGRADER_EXCHANGE)")
+
+
+def publish(course: Course, assignment: str) -> str:
+    check_id("assignment", assignment)
+    _needs_exchange(course, "publish")
+    if not (course.release_dir(assignment)).is_dir():
+        raise GradingError(f"{assignment}: nothing released yet: run `python -m autograder release "
+                           f"{assignment}` first")
+    with course.lock("publish"):
+        result = nbgrader_api(course).release_assignment(assignment)
+    if not result.get("success"):
+        raise GradingError(f"{assignment}: {_failure_line(result)}")
+    return f"published {assignment} to {course.exchange}/{course.course_id}/outbound/{assignment}"
+
+
+def return_feedback(course: Course, assignment: str, students: list[str] | None = None) -> str:
+    check_id("assignment", assignment)
+    _needs_exchange(course, "return-feedback")
+    for student in students or []:
+        check_id("student", student)
+    pages = {path.parent.parent.name for path in (course.root / "feedback").glob(f"*/{assignment}/*.html")}
+    missing = sorted(set(students or []) - pages)
+    if not pages or missing:
+        raise GradingError(f"{assignment}: no feedback pages for "
+                           f"{', '.join(missing) if missing else 'any student'}: run `python -m autograder "
+                           f"feedback {assignment}` first")
+    unkeyed = sorted(s for s in (students or pages)
+                     if not (course.feedback_dir(s, assignment) / "submission_secret.txt").is_file())
+    if unkeyed:
+        raise GradingError(f"{assignment}: the feedback of {', '.join(unkeyed)} has no submission secret (their work "
+                           "was imported from a folder or zip, not collected from the exchange), so the exchange "
+                           "cannot hand it back: give them the HTML from the feedback folder, or name --student")
+    with course.lock("return-feedback"):
+        api = nbgrader_api(course)
+        for student in students or [None]:
+            result = api.release_feedback(assignment, student)
+            if not result.get("success"):
+                raise GradingError(f"{assignment}: {_failure_line(result)}")
+    who = ", ".join(students) if students else f"{len(pages)} student(s)"
+    return f"returned the feedback on {assignment} to {who} through {course.exchange}"

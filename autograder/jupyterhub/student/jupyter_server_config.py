@@ -1,0 +1,12 @@
+"""A student's Jupyter server on the course hub: nbgrader's Assignments tab and Validate, no formgrader."""
+
+c = get_config()  # noqa: F821 - Jupyter's config loader provides it
+
+c.ServerApp.jpserver_extensions = {
+    "nbgrader.server_extensions.assignment_list": True,
+    "nbgrader.server_extensions.validate_assignment": True,
+    "nbgrader.server_extensions.formgrader": False,
+    "nbgrader.server_extensions.course_list": False,
+    "nbgitpuller": True,    # the book's "launch in JupyterHub" links
+    "jupyterlab_jupytext": True,   # the book's MyST Markdown pages open as notebooks
+}

@@ -1,0 +1,132 @@
+"""The course hub's roster and the checks `hub start` makes before it changes anything on the machine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autograder import hub
+from autograder.errors import GradingError
+
+
+def roster(tmp_path, courses, suffix=".json"):
+    path = tmp_path / f"roster{suffix}"
+    path.write_text(json.dumps({"courses": courses}))
+    return path
+
+
+def test_a_roster_in_yaml_or_json(tmp_path):
+    (tmp_path / "r.yml").write_text("courses:\n  nlp101:\n    instructors: [ada]\n    students: [bo, cy, bo]\n")
+    assert hub.read_roster(tmp_path / "r.yml") == {"nlp101": {"instructors": ["ada"], "students": ["bo", "cy"]}}
+    assert hub.read_roster(roster(tmp_path, {"x1": {"instructors": ["ada"]}})) == \
+        {"x1": {"instructors": ["ada"], "students": []}}
+
+
+@pytest.mark.parametrize("courses, fragment", [
+    ({}, "needs a 'courses' mapping"),
+    ({"nlp-101": {"instructors": ["ada"]}}, "use letters, digits and '_'"),
+    ({"nlp101": {"students": ["bo"]}}, "has no instructor"),
+    ({"nlp101": {"instructors": ["ada"], "students": ["ada"]}}, "both instructors and students"),
+    ({"nlp101": {"instructors": ["Ada"]}}, "not a valid Unix user name"),
+    ({"nlp101": {"instructors": ["ada; rm -rf /"]}}, "not a valid Unix user name"),
+    ({"nlp101": {"instructors": ["grader-x"]}}, "not a valid Unix user name"),
+    ({"nlp101": {"instructors": "ada"}}, "must be a list of user names"),
+    ({"nlp101": ["ada"]}, "needs 'instructors' and 'students'"),
+])
+def test_a_bad_roster_is_named(tmp_path, courses, fragment):
+    with pytest.raises(GradingError) as error:
+        hub.read_roster(roster(tmp_path, courses))
+    assert fragment in str(error.value)
+
+
+def test_unreadable_or_malformed_rosters(tmp_path):
+    with pytest.raises(GradingError, match="cannot read"):
+        hub.read_roster(tmp_path / "missing.yml")
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(GradingError, match="is not valid JSON"):
+        hub.read_roster(tmp_path / "bad.json")
+
+
+def test_start_refuses_before_touching_the_machine(tmp_path, monkeypatch):
+    good = roster(tmp_path, {"nlp101": {"instructors": ["ada"]}})
+    monkeypatch.setattr(hub.os, "geteuid", lambda: 1000)
+    with pytest.raises(GradingError, match="as root"):
+        hub.start(good, tmp_path / "hub")
+    monkeypatch.setattr(hub.os, "geteuid", lambda: 0)
+    with pytest.raises(GradingError, match="needs a shared password"):
+        hub.start(good, tmp_path / "hub", authenticator="dummy")
+    # solutions that every user of the machine can read would be the students' too
+    public = Path(tempfile.mkdtemp(prefix="attention-public-", dir="/tmp"))
+    try:
+        public.chmod(0o755)
+        with pytest.raises(GradingError, match="can be read by every user"):
+            hub.start(good, tmp_path / "hub", source=public)
+    finally:
+        shutil.rmtree(public)
+    assert not (tmp_path / "hub").exists()
+
+
+def test_processes_of_a_hub_are_found_by_its_address_only():
+    # no hub on this port: nothing of this machine is taken for the hub's
+    assert hub._hub_processes({"hub_port": 1, "created_users": []}) == []
+
+
+def hub_config(tmp_path, courses: dict):
+    """JupyterHub's configuration as the hub loads it, for a state like `hub start` writes."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    state = {"hub_dir": str(tmp_path), "ip": "127.0.0.1", "port": 8000, "hub_port": 8081, "proxy_api_port": 8001,
+             "authenticator": "pam", "venv": "/opt/course", "ld_library_path": "", "repo": "/opt/repo",
+             "proxy": "/opt/chp", "exchange": str(tmp_path / "exchange"),
+             "courses": {name: {**people, "grader": f"grader-{name}", "dir": str(tmp_path / name),
+                                "service_port": 9000 + i} for i, (name, people) in enumerate(courses.items())}}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    import os
+
+    os.environ["ATTENTION_HUB_STATE"] = str(tmp_path / "state.json")
+    try:
+        return PyFileConfigLoader("jupyterhub_config.py", path=str(hub.HERE)).load_config()
+    finally:
+        del os.environ["ATTENTION_HUB_STATE"]
+
+
+def test_the_hub_configuration_gives_each_course_its_own_people(tmp_path):
+    config = hub_config(tmp_path, {"nlp101": {"instructors": ["ada"], "students": ["bo"]},
+                                   "cv202": {"instructors": ["di"], "students": ["ed", "bo"]}})
+    assert config.Authenticator.allowed_users == {"ada", "bo", "di", "ed"}
+    assert config.JupyterHub.load_groups == {
+        "nbgrader-nlp101": {"users": ["bo"]}, "formgrade-nlp101": {"users": ["ada"]},
+        "nbgrader-cv202": {"users": ["ed", "bo"]}, "formgrade-cv202": {"users": ["di"]}}
+    access = {role["name"]: (role.get("groups"), role["scopes"]) for role in config.JupyterHub.load_roles}
+    assert access["instructors-nlp101"] == (["formgrade-nlp101"], ["access:services!service=nlp101"])
+    assert access["instructors-cv202"] == (["formgrade-cv202"], ["access:services!service=cv202"])
+    services = {s["name"]: s for s in config.JupyterHub.services}
+    assert services["nlp101"]["user"] == "grader-nlp101" and services["nlp101"]["cwd"] == str(tmp_path / "nlp101")
+    assert services["nlp101"]["environment"]["AUTOGRADER_COURSE_ID"] == "nlp101"
+    # a student's server: nbgrader's student side only, and a token that reads only the user's own groups
+    assert config.Spawner.environment["JUPYTER_CONFIG_PATH"] == str(tmp_path / "etc" / "student")
+    assert not any(scope.startswith(("admin", "read:users!", "list:")) or scope in ("read:users", "read:groups")
+                   for scope in config.Spawner.server_token_scopes)
+
+
+def test_the_kubernetes_values_match_the_one_machine_hub(tmp_path):
+    import yaml
+
+    values = yaml.safe_load((hub.HERE / "z2jh" / "values.yaml").read_text())
+    config = hub_config(tmp_path, {"nlp101": {"instructors": ["ada"], "students": ["bo", "cy"]}})
+    assert values["hub"]["config"]["Spawner"]["server_token_scopes"] == config.Spawner.server_token_scopes
+    role = values["hub"]["loadRoles"]["instructors-nlp101"]
+    assert (role["groups"], role["scopes"]) == ([r for r in config.JupyterHub.load_roles
+                                                 if r["name"] == "instructors-nlp101"][0]["groups"],
+                                                ["access:services!service=nlp101"])
+    assert "JupyterHubAuthPlugin" in values["singleuser"]["extraFiles"]["nbgrader"]["stringData"]
+    # the image holds what students may see: never the solutions, the tests or the whole repository
+    copied = set()
+    for line in (hub.HERE / "z2jh" / "Dockerfile").read_text().splitlines():
+        if line.startswith(("COPY", "ADD")):
+            copied |= {word for word in line.split()[1:-1] if not word.startswith("--")}
+    assert copied == {"pyproject.toml", "README.md", "attention_course", "autograder"}
