@@ -38,6 +38,7 @@ from attention_course import book
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exercises"))
 import exercise_helpers  # noqa: E402
 
+from grader_helpers import solution_answers, student_version  # noqa: E402
 from hub_client import HubUser, Service  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,14 +129,8 @@ def instructor_runs(users, hub, course_key: str, *commands: list[str]) -> str:
 
 def answered(person: HubUser, path: str, wrong: str | None) -> dict:
     """The fetched notebook with answers typed in: the solutions, or one of them replaced by a wrong answer."""
-    notebook = nbformat.from_dict(person.get_notebook(path))
-    solution = exercise_helpers.read(ASSIGNMENT)
-    answers = {cell.metadata.nbgrader.grade_id: cell.source for cell in solution.cells
-               if cell.metadata.get("nbgrader", {}).get("solution")}
-    for cell in notebook.cells:
-        grade = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade in answers:
-            cell.source = answers[grade]
+    notebook = student_version(nbformat.from_dict(person.get_notebook(path)),
+                               solution_answers(exercise_helpers.read(ASSIGNMENT)))
     if wrong:
         function, body = next((f, b) for n, f, what, b in exercise_helpers.WRONG_ANSWERS
                               if n == ASSIGNMENT and what == wrong)
