@@ -1,4 +1,5 @@
-"""Helpers for the book's pages: the exercise links at the end of each chapter.
+"""Helpers for the book's pages: the exercise links at the end of each chapter, the results of
+the longer experiments (``load_results``), and the book's Sphinx hooks (``setup``).
 
 ``exercise_links("ch3a_weight_sum", ...)`` returns a Markdown block with, for each assignment,
 its title, a link to download the *student* version (generated into the built book by
@@ -11,8 +12,13 @@ Settings, all in ``_config.yml`` at the repository root:
   empty means no JupyterHub link. ``launch_buttons.binderhub_url`` and ``launch_buttons.colab_url``
   do the same for Binder and Colab (those need a GitHub repository).
 - ``sphinx.config.html_context.course_exercises``: where the student notebooks live in git for
-  nbgitpuller: ``repository`` (default ``repository.url``), ``branch`` and ``path`` (a pattern
-  with ``{assignment}``).
+  nbgitpuller: ``repository`` (default ``repository.url``), ``branch``, ``path`` (a pattern
+  with ``{assignment}``) and ``chapter_path`` (a pattern with ``{page}``: the chapters as
+  ``.ipynb`` notebooks, which ``tools/build-book.sh`` writes into ``_build/student/chapters/``).
+
+A chapter page's own "launch" buttons (Jupyter Book's, which would open the MyST ``.md`` source,
+a notebook only where jupytext is installed) are pointed at that ``.ipynb`` by the Sphinx hook
+below, so they open on a stock JupyterHub with nbgitpuller.
 
 Only the notebooks' JSON is read (for the title); the solutions' code is never imported.
 """
@@ -37,6 +43,7 @@ class LaunchSettings:
     repository: str = ""
     branch: str = "main"
     path: str = "exercises/{assignment}.ipynb"
+    chapter_path: str = "chapters/{page}.ipynb"
 
 
 def _find_root(start: Path | None = None) -> Path:
@@ -67,6 +74,7 @@ def launch_settings(root: Path | None = None) -> LaunchSettings:
         repository=(exercises.get("repository") or repository.get("url") or "").rstrip("/"),
         branch=exercises.get("branch") or repository.get("branch") or "main",
         path=exercises.get("path") or LaunchSettings.path,
+        chapter_path=exercises.get("chapter_path") or LaunchSettings.chapter_path,
     )
 
 
@@ -114,7 +122,16 @@ def nbgitpuller_url(settings: LaunchSettings, path: str) -> str:
 
 def launch_links(assignment: str, settings: LaunchSettings) -> list[tuple[str, str]]:
     """(label, url) pairs for the configured launchers."""
-    path = settings.path.format(assignment=assignment)
+    return launch_links_to(settings.path.format(assignment=assignment), settings)
+
+
+def chapter_launch_links(page: str, settings: LaunchSettings) -> list[tuple[str, str]]:
+    """(label, url) pairs that open the chapter ``page`` (e.g. ``01_bottleneck``) as a notebook."""
+    return launch_links_to(settings.chapter_path.format(page=page), settings)
+
+
+def launch_links_to(path: str, settings: LaunchSettings) -> list[tuple[str, str]]:
+    """(label, url) pairs for the configured launchers, opening ``path`` in the repository."""
     links = []
     if settings.jupyterhub_url and settings.repository:
         links.append(("launch in JupyterHub", nbgitpuller_url(settings, path)))
@@ -140,6 +157,41 @@ def exercise_links_markdown(*assignments: str, root: Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def load_results(name: str) -> dict:
+    """The results an experiment of ``tools/experiments/`` committed, ``book/results/<name>.json``.
+
+    Looked for in ``results/`` beside the running notebook first (a page runs in ``book/``), then
+    in the checkout the package comes from.
+    """
+    for folder in (Path.cwd() / "results", REPO_ROOT / "book" / "results"):
+        path = folder / f"{name}.json"
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    raise FileNotFoundError(f"no results {name!r}: book/results/{name}.json is missing; "
+                            f"run the command in tools/experiments/ that writes it")
+
+
+def over_seeds(records: list[dict], value: str, **where) -> tuple:
+    """Mean and standard deviation over seeds of ``record[value]`` (a number or a list of numbers,
+    ``None`` for a missing one) in the records whose fields equal ``where``; and the seeds.
+
+    Returns ``(mean, sd, seeds)``: floats, or arrays for lists (NaN where a value is missing).
+    """
+    import numpy as np
+
+    chosen = [record for record in records if all(record.get(key) == wanted for key, wanted in where.items())]
+    if not chosen:
+        raise ValueError(f"over_seeds: no record with {where}")
+    values = np.array([[np.nan if v is None else v for v in np.atleast_1d(np.asarray(record[value], dtype=object))]
+                       for record in chosen], dtype=float)  # (seeds, ...)
+    sd = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros(values.shape[1:])
+    mean = values.mean(axis=0)
+    seeds = sorted(record.get("seed") for record in chosen)
+    if np.ndim(chosen[0][value]) == 0:
+        return float(mean[0]), float(sd[0]), seeds
+    return mean, sd, seeds
+
+
 def exercise_links(*assignments: str):
     """Markdown with a title, a student-version download link and launch links per assignment."""
     from IPython.display import Markdown
@@ -147,3 +199,76 @@ def exercise_links(*assignments: str):
     if not assignments:
         raise ValueError("exercise_links needs at least one assignment name, e.g. 'ch3a_weight_sum'")
     return Markdown(exercise_links_markdown(*assignments))
+
+
+# --- the Sphinx extension (``_config.yml``: ``sphinx.extra_extensions``) ---------------------
+
+
+def _script_key(script) -> tuple:
+    """What makes two of a page's scripts the same script: the file, or the inline body."""
+    attributes = getattr(script, "attributes", {}) or {}
+    return (getattr(script, "filename", str(script)) or None,  # inline: None or ""
+            tuple(sorted((key, str(value)) for key, value in attributes.items() if key != "priority")))
+
+
+def _one_copy_of_each_script(app, pagename, templatename, context, doctree) -> None:
+    """sphinx-thebe 0.3 adds its inline configuration script twice under Sphinx 7.4 (once
+    with the file name ``None``, once with ``""``); the second copy re-declares a ``const``
+    and the browser logs a SyntaxError on every page."""
+    scripts = context.get("script_files")
+    if scripts:
+        seen, unique = set(), []
+        for script in scripts:
+            key = _script_key(script)
+            if key not in seen:
+                seen.add(key)
+                unique.append(script)
+        scripts[:] = unique
+
+
+# The theme's launch buttons, by their text, and the label of ours that replaces each url.
+_THEME_LAUNCHERS = {"JupyterHub": "launch in JupyterHub", "Binder": "launch in Binder",
+                    "Colab": "open in Colab"}
+
+
+def _launch_groups(header_buttons) -> list[list[dict]]:
+    """The lists of buttons in the theme's header that hold a launcher."""
+    groups = []
+    for entry in header_buttons or []:
+        buttons = entry.get("buttons") if isinstance(entry, dict) else None
+        if isinstance(buttons, list) and any(isinstance(b, dict) and b.get("text")
+                                             in _THEME_LAUNCHERS for b in buttons):
+            groups.append(buttons)
+    return groups
+
+
+def _chapter_launch_buttons(app, pagename, templatename, context, doctree) -> None:
+    """Point a page's launch buttons at the page's ``.ipynb`` (``chapter_path``), not its
+    ``.md`` source; drop a launcher our settings cannot give (no dead link)."""
+    groups = _launch_groups(context.get("header_buttons"))
+    if not groups:
+        return
+    folders = [Path(folder) for folder in (getattr(app, "srcdir", None),
+                                           getattr(app, "confdir", None)) if folder]
+    root = next((folder for folder in folders if (folder / "_config.yml").is_file()), None)
+    settings = launch_settings(root)
+    ours = dict(chapter_launch_links(Path(pagename).name, settings))
+    for buttons in groups:
+        kept = []
+        for button in buttons:
+            label = _THEME_LAUNCHERS.get(button.get("text"))
+            if label is None:
+                kept.append(button)
+            elif ours.get(label):
+                kept.append({**button, "url": ours[label]})
+        buttons[:] = kept
+
+
+def setup(app):
+    """Sphinx hooks of the book (listed in ``_config.yml``, ``sphinx.extra_extensions``)."""
+    # First in line: Sphinx stops calling html-page-context handlers at the first that
+    # returns a template name.
+    app.connect("html-page-context", _one_copy_of_each_script, priority=1)
+    # After the theme's handler (priority 500), which makes the launch buttons.
+    app.connect("html-page-context", _chapter_launch_buttons, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.configs import Seq2seqConfig
+from .core.configs import Seq2seqConfig, TransformerConfig, model_config
 from .data import Vocabulary
 from .tracks import get_track
 
@@ -26,7 +26,7 @@ class CheckpointError(ValueError):
     """A checkpoint folder that is missing, incomplete or not ours."""
 
 
-def save_checkpoint(directory, kind: str, config: Seq2seqConfig, weights: dict[str, np.ndarray],
+def save_checkpoint(directory, kind: str, config: Seq2seqConfig | TransformerConfig, weights: dict[str, np.ndarray],
                     source_vocab: Vocabulary, target_vocab: Vocabulary, max_output_length: int,
                     extra: dict | None = None) -> Path:
     """Write ``config.json`` (model kind and config, vocabularies, metadata) and ``weights.npz``."""
@@ -70,7 +70,7 @@ def load_checkpoint(directory, track: str = "numpy", device: str = "cpu"):
         found = description.get("format") if isinstance(description, dict) else None
         raise CheckpointError(f"{config_path}: not an attention-course checkpoint (format {found!r})")
     try:
-        config = Seq2seqConfig(**description["config"])
+        config = model_config(description.get("model", "attention"), description["config"])
         source_vocab = Vocabulary.from_dict(description["source_vocab"])
         target_vocab = Vocabulary.from_dict(description["target_vocab"])
         with np.load(weights_path, allow_pickle=False) as stored:

@@ -76,16 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
                        help="implementation to train (default: numpy)")
     train.add_argument("--device", help="torch track: 'cpu' (default) or 'cuda'")
     train.add_argument("--amp", action="store_true", help="torch track on CUDA: bfloat16 automatic mixed precision")
-    train.add_argument("--model", choices=["attention", "seq2seq"], default="attention",
-                       help="attention (default) or the plain seq2seq bottleneck baseline")
+    train.add_argument("--model", choices=["attention", "seq2seq", "transformer", "ntm", "lstm", "mean", "last"],
+                       default="attention",
+                       help="attention (default), the plain seq2seq bottleneck baseline, or the transformer; "
+                            "on --task copy: ntm (the Neural Turing Machine) or lstm (its baseline without memory); "
+                            "on --task classify*: attention, mean or last (how the states are pooled)")
     train.add_argument("--task", choices=sorted(TASKS), default="dates",
                        help="a built-in task: " + "; ".join(f"{name}: {text}" for name, (_, text) in sorted(TASKS.items())))
     train.add_argument("--train", type=Path, help="training pairs, one 'source<TAB>target' a line (with --test)")
     train.add_argument("--test", type=Path, help="test pairs, same format (with --train)")
     train.add_argument("--level", choices=["character", "word"], default="character",
                        help="with --train/--test: a symbol is a character (default) or a space-separated word")
-    train.add_argument("--n-train", type=_positive(int), default=20000, help="built-in task: training examples")
-    train.add_argument("--n-test", type=_positive(int), default=1000, help="built-in task: test examples")
+    train.add_argument("--n-train", type=_positive(int),
+                       help="built-in task: training examples (default 20000; chapter 9's tasks: their own)")
+    train.add_argument("--n-test", type=_positive(int),
+                       help="built-in task: test examples (default 1000; chapter 9's tasks: their own)")
     train.add_argument("--target-accuracy", type=_fraction, help="stop once test exact match >= this")
     train.add_argument("--max-seconds", type=_positive(float), help="stop after this much training time")
     train.add_argument("--epochs", type=_positive(int), help="stop after this many passes over the training set")
@@ -103,6 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
                             "fused kernels). Default: lecture on the numpy track, torch on the torch track")
     train.add_argument("--score", choices=["dot", "general", "additive", "scaled_dot"], default="general")
     train.add_argument("--unidirectional", action="store_true", help="a one-directional encoder")
+    train.add_argument("--d-model", type=_positive(int), help="transformer: the model's width (default 64)")
+    train.add_argument("--heads", type=_positive(int), help="transformer: attention heads per layer (default 4)")
+    train.add_argument("--layers", type=_positive(int), help="transformer: encoder and decoder layers (default 2)")
+    train.add_argument("--post-norm", action="store_true",
+                       help="transformer: layer normalisation after each residual sum (default: before each sub-layer)")
+    train.add_argument("--attention", choices=["global", "local-m", "local-p", "hard"], default="global",
+                       help="global (default), local-m / local-p (a window around p_i), or hard (one sampled state)")
+    train.add_argument("--window", type=_positive(int),
+                       help="local attention: the window's half-width D (default 2)")
+    train.add_argument("--hard-estimator", choices=["reinforce", "gumbel"],
+                       help="hard attention: REINFORCE (default) or the straight-through Gumbel-softmax")
+    train.add_argument("--baseline", choices=["none", "moving_average", "learned"],
+                       help="hard attention with REINFORCE: the baseline (default moving_average)")
+    train.add_argument("--decoder", choices=["luong", "bahdanau"], default="luong",
+                       help="luong (default: query s_i, context after the recurrence) or bahdanau (query "
+                            "s_{i-1}, context into the recurrence)")
     train.add_argument("--eval-every", type=_positive(int), default=25, help="evaluate on the test set every N steps")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -128,8 +149,23 @@ TASKS = {
     "dates": ("attention_course.data.dates:generate_dates", "human-written dates to ISO dates (characters)"),
     "translation": ("attention_course.data.translation:generate_translation",
                     "a generated two-language grammar whose word orders differ (words)"),
+    "copy": ("attention_course.ntm_copy:copy_command",
+             "the Neural Turing Machine's copy task, random bit vectors to recall (--model ntm or lstm)"),
+    "classify": ("attention_course.applications.classify:train_command",
+                 "a BiGRU classifier whose pooling (--model attention|mean|last) must find five planted "
+                 "keywords, the majority of which decides the label"),
+    "classify-keyword": ("attention_course.applications.classify:train_command",
+                         "the same, with planted keywords all of one kind"),
+    "classify-order": ("attention_course.applications.classify:train_command",
+                       "the same, where the order of 'ping' and 'pong' decides the label"),
+    "caption": ("attention_course.applications.caption:train_command",
+                "captions for images of coloured shapes, with soft attention over a grid of features"),
+    "babi": ("attention_course.applications.question_answering:train_command",
+             "bAbI-like question answering with an end-to-end memory network"),
 }
 WORD_LEVEL_TASKS = {"translation"}
+# Tasks whose function takes the parsed arguments and returns the summary.
+SELF_TRAINED_TASKS = {"copy", "classify", "classify-keyword", "classify-order", "caption", "babi"}
 
 
 def _task_function(name: str):
@@ -148,7 +184,7 @@ def _load_data(args):
     if args.train is not None:
         level = args.level
         return load_pairs_tsv(args.train), load_pairs_tsv(args.test), f"tsv:{args.train}", level
-    train_pairs, test_pairs = _task_function(args.task)(args.n_train, args.n_test, seed=args.seed)
+    train_pairs, test_pairs = _task_function(args.task)(args.n_train or 20000, args.n_test or 1000, seed=args.seed)
     return train_pairs, test_pairs, args.task, "word" if args.task in WORD_LEVEL_TASKS else "character"
 
 
@@ -164,16 +200,64 @@ def _log(message: str) -> None:
 def _track_options(args, track) -> None:
     """Check the track's options, and fill in those whose default differs by track (chosen by benchmarks)."""
     track.check_options(args.device, args.amp)
-    for name, value in track.DEFAULTS.items():
+    for name, value in {**track.DEFAULTS, **getattr(track, "MODEL_DEFAULTS", {}).get(args.model, {})}.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.batch_size is None:
         args.batch_size = track.default_batch_size(args.device)
 
 
+def _variant_options(args) -> dict:
+    """Chapter 8's options as config fields; a UsageError for one that does not apply."""
+    if args.model != "attention" and (args.attention != "global" or args.decoder != "luong"):
+        raise UsageError("--attention and --decoder choose the attention model's variants; "
+                         "they do not apply to --model seq2seq")
+    if args.window is not None and args.attention not in ("local-m", "local-p"):
+        raise UsageError(f"--window is local attention's half-width; it does not apply to --attention {args.attention}")
+    for option, value in (("--hard-estimator", args.hard_estimator), ("--baseline", args.baseline)):
+        if value is not None and args.attention != "hard":
+            raise UsageError(f"{option} is an option of hard attention; it does not apply to "
+                             f"--attention {args.attention}")
+    if args.baseline is not None and args.hard_estimator == "gumbel":
+        raise UsageError("--baseline is REINFORCE's; the Gumbel-softmax estimator has none")
+    if args.decoder == "bahdanau" and args.attention != "global":
+        raise UsageError(f"--decoder bahdanau uses global attention; it does not combine with "
+                         f"--attention {args.attention}")
+    options = {"attention": args.attention, "decoder": args.decoder}
+    for field, value in (("window", args.window), ("hard_estimator", args.hard_estimator),
+                         ("hard_baseline", args.baseline)):
+        if value is not None:
+            options[field] = value
+    return options
+
+
+def _transformer_options(args) -> None:
+    """A UsageError for a transformer option given to another model, or another model's option to the transformer."""
+    given = [option for option, value in (("--d-model", args.d_model), ("--heads", args.heads),
+                                          ("--layers", args.layers), ("--post-norm", args.post_norm)) if value]
+    if args.model != "transformer" and given:
+        raise UsageError(f"{given[0]} is an option of --model transformer; it does not apply to --model {args.model}")
+    if args.model == "transformer":
+        other = [option for option, value in (("--hidden-size", args.hidden_size), ("--gru-form", args.gru_form),
+                                              ("--unidirectional", args.unidirectional)) if value]
+        if other:
+            raise UsageError(f"{other[0]} is an option of the recurrent models; the transformer's width is --d-model")
+        if (args.d_model or 64) % (args.heads or 4):
+            raise UsageError(f"--d-model {args.d_model or 64}: d_model must be a multiple of num_heads "
+                             f"(--heads {args.heads or 4})")
+
+
 def train_command(args) -> dict:
+    if args.task in SELF_TRAINED_TASKS and args.train is None:
+        return _task_function(args.task)(args)
+    if args.model in ("ntm", "lstm"):
+        raise UsageError(f"--model {args.model} trains on --task copy, not on sequence pairs")
+    if args.model in ("mean", "last"):
+        raise UsageError(f"--model {args.model} pools a classifier's states: it trains on --task classify, "
+                         "classify-keyword or classify-order")
+    _transformer_options(args)
     from .checkpoint import save_checkpoint
-    from .core.configs import Seq2seqConfig
+    from .core.configs import Seq2seqConfig, TransformerConfig
     from .data import build_vocabularies, encode_pairs
     from .tracks import get_track
     from .training import TrainConfig, exact_match
@@ -181,6 +265,7 @@ def train_command(args) -> dict:
 
     track = get_track(args.track)
     _track_options(args, track)
+    variant = _variant_options(args)
     train_pairs, test_pairs, task, level = _load_data(args)
     if args.out is None:
         args.out = Path("runs") / args.task
@@ -190,10 +275,15 @@ def train_command(args) -> dict:
     max_output_length = max(train.decoder_target.shape[1], test.decoder_target.shape[1])
     test_targets = [target for _, target in test_pairs]
 
-    config = Seq2seqConfig(len(source_vocab), len(target_vocab), embed_dim=args.embed_dim,
-                           hidden_size=args.hidden_size, cell=args.cell, score=args.score,
-                           bidirectional=not args.unidirectional and args.model == "attention",
-                           reset_after=args.gru_form == "torch")
+    if args.model == "transformer":
+        config = TransformerConfig(len(source_vocab), len(target_vocab), d_model=args.d_model or 64,
+                                   num_heads=args.heads or 4, num_layers=args.layers or 2,
+                                   norm_first=not args.post_norm)
+    else:
+        config = Seq2seqConfig(len(source_vocab), len(target_vocab), embed_dim=args.embed_dim,
+                               hidden_size=args.hidden_size, cell=args.cell, score=args.score,
+                               bidirectional=not args.unidirectional and args.model == "attention",
+                               reset_after=args.gru_form == "torch", **variant)
     stopping = dict(epochs=args.epochs, max_steps=args.max_steps, max_seconds=args.max_seconds,
                     target_accuracy=args.target_accuracy)
     if all(value is None for value in stopping.values()):
@@ -227,6 +317,8 @@ def train_command(args) -> dict:
         "track": args.track,
         "device": device,
         "model": args.model,
+        "attention": getattr(config, "attention", None),
+        "decoder": getattr(config, "decoder", None),
         "task": task,
         "seed": args.seed,
         "checkpoint": str(out / "checkpoint"),

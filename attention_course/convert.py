@@ -76,11 +76,13 @@ def _match(numpy_layer: Layer, module: nn.Module):
 
 @torch.no_grad()
 def numpy_to_torch(numpy_layer: Layer, module: nn.Module) -> nn.Module:
-    """Copy every parameter of a NumPy layer into the torch module of the same name (keeping its device and dtype)."""
+    """Copy every parameter of a NumPy layer into the torch module of the same name
+    (keeping its device and dtype)."""
     numpy_params, torch_params = _match(numpy_layer, module)
     for name, value in numpy_params.items():
         target = torch_params[name]
-        target.copy_(torch.from_numpy(np.ascontiguousarray(value)).to(device=target.device, dtype=target.dtype))
+        source = torch.from_numpy(np.ascontiguousarray(value))
+        target.copy_(source.to(device=target.device, dtype=target.dtype))
     return module
 
 

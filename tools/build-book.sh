@@ -6,8 +6,8 @@
 #   2. the student versions of every exercise (the autograder's release: solutions and hidden tests
 #      removed, leak-checked) into _build/student/book/exercises/, which Sphinx copies next to the
 #      pages (html_extra_path); regenerated only when solutions/ or autograder/ changed;
-#   3. jupyter-book build . (notebooks executed with the cache, emptied when attention_course/
-#      changes; any cell error fails the build).
+#   3. jupyter-book build . (notebooks executed with the cache, emptied when attention_course/ or
+#      the experiments' results in book/results/ change; any cell error fails the build).
 # Environment: PYTHON (default .venv/bin/python), NPM (default npm).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,13 +63,45 @@ if [ ! -f "$root/_build/student.sources-hash" ] || [ "$(cat "$root/_build/studen
     echo "$sources_hash" > "$root/_build/student.sources-hash"
 fi
 
+# 2b. the chapters as .ipynb notebooks (no outputs), with the experiments' results they load,
+# into _build/student/chapters/: what a chapter's launch button opens (attention_course.book),
+# so a hub without jupytext opens them too. One Python process; a file is rewritten only when
+# its content changed.
+"$PYTHON" - "$root" <<'PY'
+import shutil, sys
+from pathlib import Path
+
+import jupytext
+import yaml
+
+root = Path(sys.argv[1])
+out = root / "_build" / "student" / "chapters"
+(out / "results").mkdir(parents=True, exist_ok=True)
+toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+pages = [toc["root"]] + [entry["file"] for entry in toc.get("chapters", []) if "file" in entry]
+for page in pages:
+    source = root / f"{page}.md"
+    if not source.is_file() or "kernelspec" not in source.read_text(encoding="utf-8")[:600]:
+        continue
+    text = jupytext.writes(jupytext.read(source), fmt="ipynb")
+    target = out / f"{Path(page).name}.ipynb"
+    if not target.is_file() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+for result in (root / "book" / "results").glob("*.json"):
+    target = out / "results" / result.name
+    if not target.is_file() or target.read_bytes() != result.read_bytes():
+        shutil.copy2(result, target)
+PY
+
 # 3. the book. The execution cache keys on a page's code cells only, so a change to the package the
-# pages import must empty it, or the book would show the old code's outputs.
+# pages import, or to the experiments' results they load (book/results/), must empty it, or the
+# book would show the old code's outputs.
 all_pages=()
-package_hash="$(find attention_course -type f -name '*.py' ! -path '*/__pycache__/*' -print0 | sort -z \
+package_hash="$( { find attention_course -type f -name '*.py' ! -path '*/__pycache__/*' -print0; \
+    find book/results -type f -name '*.json' -print0 2>/dev/null; } | sort -z \
     | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$root/_build/package.hash" 2>/dev/null)" != "$package_hash" ]; then
-    echo "build-book: attention_course changed (or first build): executing every page"
+    echo "build-book: attention_course or book/results changed (or first build): executing every page"
     rm -rf "$root/_build/.jupyter_cache"
     all_pages=(--all)
 fi

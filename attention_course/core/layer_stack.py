@@ -17,9 +17,11 @@ from .registries import cell_spec
 __all__ = ["stack_layers"]
 
 
-def stack_layers(cells: Mapping[str, type], wrappers: tuple, cell: str, input_size: int, hidden_size: int, *,
-                 num_layers: int = 1, bidirectional: bool = False, residual: bool = False, **options):
-    """``num_layers`` layers of ``cell`` in the track's ``Stacked``; ``options`` go to every layer.
+def stack_layers(cells: Mapping[str, type], wrappers: tuple, cell: str, input_size: int,
+                 hidden_size: int, *, num_layers: int = 1, bidirectional: bool = False,
+                 residual: bool = False, **options):
+    """``num_layers`` layers of ``cell`` in the track's ``Stacked``; ``options`` go to
+    every layer.
 
     ``reset_after`` is dropped for cells other than the GRU (it is a GRU option).
     """
@@ -35,7 +37,10 @@ def stack_layers(cells: Mapping[str, type], wrappers: tuple, cell: str, input_si
 
     layers, size_in = [], input_size
     for index in range(num_layers):
-        layer = bidirectional_class(one(size_in), one(size_in)) if bidirectional else one(size_in)
+        if bidirectional:
+            layer = bidirectional_class(one(size_in), one(size_in))
+        else:
+            layer = one(size_in)
         if residual and index > 0:
             layer = residual_class(layer)
         layers.append(layer)

@@ -1,4 +1,5 @@
-"""The recurrent cells and score functions of the course, by name, with the rules that go with them.
+"""The recurrent cells, score functions, attentions and decoders of the course, by name, with the
+rules that go with them.
 
 Both tracks implement every entry here under the same name (``"gru"``, ``"additive"``, ...) and
 look their own classes up with ``bind``, which refuses a track whose names differ from these.
@@ -22,7 +23,9 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["CellSpec", "ScoreSpec", "CELLS", "SCORES", "cell_spec", "score_spec", "score_sizes", "bind"]
+__all__ = ["CellSpec", "ScoreSpec", "AttentionSpec", "DecoderSpec", "CELLS", "SCORES", "ATTENTIONS", "DECODERS",
+           "HARD_ESTIMATORS", "HARD_BASELINES", "cell_spec", "score_spec", "attention_spec", "decoder_spec",
+           "score_sizes", "bind"]
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,63 @@ SCORES: dict[str, ScoreSpec] = {
 }
 
 
+@dataclass(frozen=True)
+class AttentionSpec:
+    """How a decoder step attends (chapter 8): over every source position, a window, or one sample.
+
+    ``parameters`` are the layer's own, besides those of its score function; ``positions`` is how
+    the window's centre ``p_i`` is found (``None`` for attention without a window).
+    """
+
+    name: str
+    parameters: tuple[str, ...] = ()
+    positions: str | None = None
+
+    @property
+    def local(self) -> bool:
+        return self.positions is not None
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """Where the context enters the decoder, and which state asks for it.
+
+    ``query``: the decoder state that scores the encoder states (``"s_i"``: the state after this
+    step's recurrence, Luong; ``"s_{i-1}"``: the one before it, Bahdanau). ``context_into``:
+    ``"output"`` (combined with ``s_i`` after the recurrence) or ``"recurrence"`` (an input of
+    the recurrent update).
+    """
+
+    name: str
+    query: str
+    context_into: str
+
+
+ATTENTIONS: dict[str, AttentionSpec] = {
+    "global": AttentionSpec("global"),  # softmax over every real source position (Luong's global)
+    "local-m": AttentionSpec("local-m", positions="monotonic"),  # window around p_i = i
+    "local-p": AttentionSpec("local-p", ("W_p", "v_p"), positions="predicted"),  # p_i = S sigmoid(v_p^T tanh(W_p s_i))
+    "hard": AttentionSpec("hard"),  # the context is one encoder state, sampled from the weights
+}
+
+DECODERS: dict[str, DecoderSpec] = {
+    "luong": DecoderSpec("luong", query="s_i", context_into="output"),
+    "bahdanau": DecoderSpec("bahdanau", query="s_{i-1}", context_into="recurrence"),
+}
+
+# How hard attention's gradient is estimated: the score-function estimator (REINFORCE), or the
+# straight-through Gumbel-softmax relaxation; and REINFORCE's baseline.
+HARD_ESTIMATORS = ("reinforce", "gumbel")
+HARD_BASELINES = ("none", "moving_average", "learned")
+
+
 def _lookup(kind: str, registry: Mapping[str, object], name: str):
     if name not in registry:
         raise ValueError(f"{kind}: unknown {_WHAT[kind]} {name!r}; choose one of {sorted(registry)}")
     return registry[name]
 
 
-_WHAT = {"cell": "recurrent cell", "score": "score function"}
+_WHAT = {"cell": "recurrent cell", "score": "score function", "attention": "attention", "decoder": "decoder"}
 
 
 def cell_spec(name: str) -> CellSpec:
@@ -96,6 +149,16 @@ def cell_spec(name: str) -> CellSpec:
 def score_spec(name: str) -> ScoreSpec:
     """The score function named ``name``, or a ValueError listing the choices."""
     return _lookup("score", SCORES, name)
+
+
+def attention_spec(name: str) -> AttentionSpec:
+    """The attention named ``name`` ("global", "local-m", "local-p", "hard"), or a ValueError listing the choices."""
+    return _lookup("attention", ATTENTIONS, name)
+
+
+def decoder_spec(name: str) -> DecoderSpec:
+    """The decoder named ``name`` ("luong", "bahdanau"), or a ValueError listing the choices."""
+    return _lookup("decoder", DECODERS, name)
 
 
 def score_sizes(score: str, encoder_size: int | None, decoder_size: int | None) -> tuple:
@@ -117,12 +180,13 @@ def score_sizes(score: str, encoder_size: int | None, decoder_size: int | None) 
 
 
 def bind(kind: str, classes: Mapping[str, type]) -> dict[str, type]:
-    """A track's classes for every name of the ``"cell"`` or ``"score"`` registry, checked.
+    """A track's classes for every name of the ``"cell"``, ``"score"``, ``"attention"`` or
+    ``"decoder"`` registry, checked.
 
     Raises:
         ValueError: the track lacks a name of the registry, or has one the registry lacks.
     """
-    registry = {"cell": CELLS, "score": SCORES}[kind]
+    registry = {"cell": CELLS, "score": SCORES, "attention": ATTENTIONS, "decoder": DECODERS}[kind]
     missing, extra = sorted(set(registry) - set(classes)), sorted(set(classes) - set(registry))
     if missing or extra:
         raise ValueError(f"{kind} registry: the track lacks {missing} and has unknown {extra}")

@@ -6,12 +6,16 @@ matter is easy to check only when we know which words those are. Here we do: eac
 is neutral filler (:data:`DISTRACTOR_WORDS`, 10 to 60 words by default) with a few words
 planted at random positions, and only the planted words decide the label.
 
-Two tasks (:data:`CLASSIFICATION_TASKS`):
+Three tasks (:data:`CLASSIFICATION_TASKS`):
 
 ``"keyword"``
     ``n_planted`` words, all positive (:data:`POSITIVE_WORDS`, label 1) or all negative
     (:data:`NEGATIVE_WORDS`, label 0). A bag of words solves it; attention should land on
     the planted words.
+``"majority"``
+    ``n_planted`` words, each positive or negative; the label is 1 when the positive ones
+    are more. Every planted word counts, of either kind, so a model must find all of them
+    (in ``"keyword"`` the presence of a positive word is enough to decide).
 ``"order"``
     Both :data:`ORDER_WORDS` are planted, ``"ping"`` and ``"pong"``; the label is 1 when
     ``"ping"`` comes first. Every sequence holds the same two words, so a bag of words is at
@@ -30,7 +34,7 @@ import numpy as np
 
 from attention_course.data.vocab import Vocabulary
 
-CLASSIFICATION_TASKS = ("keyword", "order")
+CLASSIFICATION_TASKS = ("keyword", "order", "majority")
 POSITIVE_WORDS = ("great", "superb", "lovely", "brilliant")
 NEGATIVE_WORDS = ("awful", "dreadful", "boring", "terrible")
 ORDER_WORDS = ("ping", "pong")  # label 1: "ping" comes before "pong"
@@ -109,12 +113,14 @@ class ClassificationData:
 def rule_label(words: Sequence[str], task: str) -> int:
     """The label that the planted words among ``words`` give: the rule a model must learn.
 
-    ``"keyword"``: 1 if the planted words are positive, 0 if negative. ``"order"``: 1 if
-    ``"ping"`` comes before ``"pong"``, else 0. Filler words are ignored, wherever they are.
+    ``"keyword"``: 1 if the planted words are positive, 0 if negative. ``"majority"``: 1 if
+    more of them are positive than negative, else 0. ``"order"``: 1 if ``"ping"`` comes before
+    ``"pong"``, else 0. Filler words are ignored, wherever they are.
 
     Raises:
         ValueError: an unknown task, or ``words`` that no sequence of the task holds
-            (no planted word, both kinds of keyword, not exactly one "ping" and one "pong").
+            (no planted word, both kinds of keyword, as many positive as negative keywords,
+            not exactly one "ping" and one "pong").
     """
     if task not in CLASSIFICATION_TASKS:
         raise ValueError(f"task must be one of {CLASSIFICATION_TASKS}, got {task!r}")
@@ -128,6 +134,15 @@ def rule_label(words: Sequence[str], task: str) -> int:
                 f"{'both kinds' if has_positive else 'no keyword'}"
             )
         return int(has_positive)
+    if task == "majority":
+        n_positive = sum(word in POSITIVE_WORDS for word in words)
+        n_negative = sum(word in NEGATIVE_WORDS for word in words)
+        if n_positive == n_negative:
+            raise ValueError(
+                f"words: expected more keywords of one kind than of the other, got {words!r} "
+                f"with {n_positive} of each"
+            )
+        return int(n_positive > n_negative)
     first, second = ORDER_WORDS
     if words.count(first) != 1 or words.count(second) != 1:
         raise ValueError(
@@ -153,10 +168,14 @@ def generate_classification(
     balanced: ``n // 2`` of one and ``n - n // 2`` of the other, in random order. Filler
     words never include a planted word. For a test set, call again with another seed.
 
+    In ``"majority"``, a sequence of label 1 holds ``k`` positive words, ``k`` drawn uniformly
+    from the counts that are a majority (``n_planted // 2 + 1 .. n_planted``), at random places
+    among the planted ones; a sequence of label 0 likewise holds ``k`` negative words.
+
     Args:
         n: the number of sequences.
         seed: an integer seed, or a ``numpy.random.Generator`` to draw from.
-        task: ``"keyword"`` or ``"order"``.
+        task: ``"keyword"``, ``"majority"`` or ``"order"``.
         min_length, max_length: the range of lengths, in words, both included.
         n_planted: how many planted words; ``"order"`` needs exactly 2.
 
@@ -205,12 +224,19 @@ def generate_classification(
     positions = np.sort(np.argsort(keys, axis=1)[:, :n_planted], axis=1)  # (N, n_planted)
     rows = np.arange(N)[:, None]
 
-    if task == "keyword":
+    if task in ("keyword", "majority"):
         positive_ids = np.array([vocab.encode(word)[0] for word in POSITIVE_WORDS])
         negative_ids = np.array([vocab.encode(word)[0] for word in NEGATIVE_WORDS])
         positive = positive_ids[rng.integers(0, len(POSITIVE_WORDS), size=(N, n_planted))]
         negative = negative_ids[rng.integers(0, len(NEGATIVE_WORDS), size=(N, n_planted))]
         planted_ids = np.where(labels[:, None] == 1, positive, negative)
+        if task == "majority":
+            # k words of the label's own kind (a majority), the others of the other kind.
+            smallest_majority = n_planted // 2 + 1
+            n_own = rng.integers(smallest_majority, n_planted + 1, size=N)
+            own = np.argsort(rng.random((N, n_planted)), axis=1) < n_own[:, None]  # (N, n_planted)
+            other_ids = np.where(labels[:, None] == 1, negative, positive)
+            planted_ids = np.where(own, planted_ids, other_ids)
     else:
         ping_id, pong_id = (vocab.encode(word)[0] for word in ORDER_WORDS)
         in_order = np.array([ping_id, pong_id])

@@ -10,14 +10,26 @@ from .attention import (SCORE_FUNCTIONS, AdditiveScore, Attention, AttentionWeig
                         ScaledDotScore, TimeAttention, WeightSum, make_score)
 from .base import Layer
 from .decoding import greedy_decode, greedy_translate
+from .hard_attention import HardAttention
 from .layers import Affine, Embedding, Softmax, SoftmaxCrossEntropy, masked_softmax, softmax, softmax_backward
 from .optim import SGD, Adam, clip_grad_norm
+from .local_attention import LocalAttention
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, Recurrent, RNNCell
-from .seq2seq import (AttentionDecoder, AttentionEncoder, AttentionSeq2seq, Bridge, Decoder, Encoder, Seq2seq,
-                      build_model, make_recurrent)
+from .seq2seq import (AttentionDecoder, AttentionEncoder, AttentionSeq2seq, BahdanauDecoder, Bridge, Decoder, Encoder,
+                      Seq2seq, build_model, make_attention, make_recurrent)
+from .ntm import NTM, LSTMBaseline, SigmoidCrossEntropy
 from .wrappers import Bidirectional, Residual, Stacked
+from .captioning import CaptionDecoder, GridAttention
+from .classifier import BinaryCrossEntropy, SequenceClassifier
+from .memory import MemN2N
+from .pooling import AttentionPooling, LastStatePooling, MeanPooling
+from .transformer import LayerNorm, MultiHeadAttention, TransformerSeq2seq
 
 __all__ = [
+    "AttentionPooling", "BinaryCrossEntropy", "CaptionDecoder", "GridAttention", "LastStatePooling", "MeanPooling", "MemN2N",
+    "SequenceClassifier",
+    "BahdanauDecoder", "HardAttention", "LocalAttention", "make_attention",
+    "LSTMBaseline", "LayerNorm", "MultiHeadAttention", "NTM", "SigmoidCrossEntropy", "TransformerSeq2seq",
     "SCORE_FUNCTIONS", "Adam", "AdditiveScore", "Affine", "Attention", "AttentionDecoder", "AttentionEncoder",
     "AttentionSeq2seq", "AttentionWeight", "Bidirectional", "Bridge", "Decoder", "DotScore", "Embedding", "Encoder",
     "GRU", "GRUCell", "GeneralScore", "LSTM", "LSTMCell", "Layer", "RNN", "RNNCell", "Recurrent", "Residual", "SGD",

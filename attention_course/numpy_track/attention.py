@@ -50,7 +50,8 @@ class DotScore(Layer):
     def _scale(self, dtype):
         return None
 
-    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray) -> np.ndarray:
+    def forward(self, encoder_states: np.ndarray,
+                decoder_states: np.ndarray) -> np.ndarray:
         self._cache = (encoder_states, decoder_states)
         scores = decoder_states @ _transpose(encoder_states)  # (N, T_dec, T_enc)
         scale = self._scale(encoder_states.dtype)
@@ -94,8 +95,10 @@ class GeneralScore(Layer):
         self.add_params(initializers.score(init_rng(rng), self.name, encoder_size, decoder_size), dtype)
         self._cache = None
 
-    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray) -> np.ndarray:
-        queries = decoder_states @ as_dtype(self.params["W_a"], decoder_states.dtype)  # (N, T_dec, H_enc)
+    def forward(self, encoder_states: np.ndarray,
+                decoder_states: np.ndarray) -> np.ndarray:
+        W_a = as_dtype(self.params["W_a"], decoder_states.dtype)
+        queries = decoder_states @ W_a  # (N, T_dec, H_enc)
         self._cache = (encoder_states, decoder_states, queries)
         return queries @ _transpose(encoder_states)  # (N, T_dec, T_enc)
 
@@ -104,7 +107,8 @@ class GeneralScore(Layer):
         H_dec, H_enc = self.decoder_size, self.encoder_size
         d_queries = dscores @ encoder_states  # (N, T_dec, H_enc)
         d_encoder = _transpose(dscores) @ queries  # (N, T_enc, H_enc)
-        self.grads["W_a"][...] = decoder_states.reshape(-1, H_dec).T @ d_queries.reshape(-1, H_enc)
+        self.grads["W_a"][...] = (decoder_states.reshape(-1, H_dec).T
+                                  @ d_queries.reshape(-1, H_enc))
         d_decoder = d_queries @ as_dtype(self.params["W_a"], dscores.dtype).T
         return d_encoder, d_decoder
 
@@ -127,7 +131,8 @@ class AdditiveScore(Layer):
         self.attention_size = self.params["v_a"].shape[0]
         self._cache = None
 
-    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray) -> np.ndarray:
+    def forward(self, encoder_states: np.ndarray,
+                decoder_states: np.ndarray) -> np.ndarray:
         dtype = encoder_states.dtype
         W, U, v = (as_dtype(self.params[k], dtype) for k in ("W_a", "U_a", "v_a"))
         ws = decoder_states @ W  # (N, T_dec, A)
@@ -147,8 +152,10 @@ class AdditiveScore(Layer):
         d_pre *= 1 - hidden * hidden
         d_ws = d_pre.sum(axis=2)  # (N, T_dec, A)
         d_uh = d_pre.sum(axis=1)  # (N, T_enc, A)
-        self.grads["W_a"][...] = decoder_states.reshape(-1, self.decoder_size).T @ d_ws.reshape(-1, A)
-        self.grads["U_a"][...] = encoder_states.reshape(-1, self.encoder_size).T @ d_uh.reshape(-1, A)
+        s_rows = decoder_states.reshape(-1, self.decoder_size)  # (N * T_dec, H_dec)
+        h_rows = encoder_states.reshape(-1, self.encoder_size)  # (N * T_enc, H_enc)
+        self.grads["W_a"][...] = s_rows.T @ d_ws.reshape(-1, A)
+        self.grads["U_a"][...] = h_rows.T @ d_uh.reshape(-1, A)
         return d_uh @ U.T, d_ws @ W.T
 
 
@@ -181,14 +188,21 @@ class WeightSum(Layer):
         super().__init__()
         self._cache = None
 
-    def forward(self, encoder_states: np.ndarray, attention_weights: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _check_inputs(encoder_states: np.ndarray, attention_weights: np.ndarray) -> bool:
+        """Floats of matching shapes; True for the weights of a single decoder step."""
         float_dtype(encoder_states, "encoder_states")
         float_dtype(attention_weights, "attention_weights")
         sizes = check_array("encoder_states", encoder_states, ("N", "T_enc", "H"))
         single = attention_weights.ndim == 2
         check_array("attention_weights", attention_weights,
                     ("N", "T_enc") if single else ("N", None, "T_enc"), sizes)
-        weights = attention_weights[:, None, :] if single else attention_weights  # (N, T_dec, T_enc)
+        return single
+
+    def forward(self, encoder_states: np.ndarray,
+                attention_weights: np.ndarray) -> np.ndarray:
+        single = self._check_inputs(encoder_states, attention_weights)
+        weights = attention_weights[:, None, :] if single else attention_weights
         self._cache = (encoder_states, weights, single)
         context = weights @ encoder_states  # (N, T_dec, H)
         return context[:, 0] if single else context
@@ -221,10 +235,13 @@ class AttentionWeight(Layer):
                                                             rng=rng, dtype=dtype))
         self._cache = None
 
-    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    def _check_inputs(self, encoder_states: np.ndarray, decoder_states: np.ndarray,
+                      mask: np.ndarray | None) -> bool:
+        """Floats of matching shapes; True for the query of a single decoder step. A
+        parameter-free score made without sizes takes its width from the first call."""
         float_dtype(encoder_states, "encoder_states")
         float_dtype(decoder_states, "decoder_states")
-        if self.score is None:  # a parameter-free score whose width is learned from the first call
+        if self.score is None:
             self.score = self.add_child("score", make_score(self.score_name, encoder_states.shape[-1],
                                                             encoder_states.shape[-1]))
         H_enc, H_dec = self.score.encoder_size, self.score.decoder_size
@@ -232,7 +249,12 @@ class AttentionWeight(Layer):
         single = decoder_states.ndim == 2
         check_array("decoder_states", decoder_states, ("N", H_dec) if single else ("N", "T_dec", H_dec), sizes)
         _check_mask(mask, sizes)
-        queries = decoder_states[:, None, :] if single else decoder_states  # (N, T_dec, H_dec)
+        return single
+
+    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray,
+                mask: np.ndarray | None = None) -> np.ndarray:
+        single = self._check_inputs(encoder_states, decoder_states, mask)
+        queries = decoder_states[:, None, :] if single else decoder_states
         scores = self.score.forward(encoder_states, queries)  # (N, T_dec, T_enc)
         weights = masked_softmax(scores, None if mask is None else mask[:, None, :])
         self._cache = (weights, single)
@@ -267,7 +289,8 @@ class Attention(Layer):
         self.weight_sum = self.add_child("weight_sum", WeightSum())
         self.attention_weights = None
 
-    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray,
+                mask: np.ndarray | None = None) -> np.ndarray:
         weights = self.attention_weight.forward(encoder_states, decoder_states, mask)
         self.attention_weights = weights
         return self.weight_sum.forward(encoder_states, weights)
@@ -291,7 +314,9 @@ class TimeAttention(Attention):
         mask: (N, T_enc) bool or None.  returns: (N, T_dec, H_enc).
     """
 
-    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray,
+                mask: np.ndarray | None = None) -> np.ndarray:
         if getattr(decoder_states, "ndim", 3) != 3:
-            raise ShapeError(f"decoder_states: expected shape (N, T_dec, H_dec), got {decoder_states.shape}")
+            raise ShapeError("decoder_states: expected shape (N, T_dec, H_dec), "
+                             f"got {decoder_states.shape}")
         return super().forward(encoder_states, decoder_states, mask)

@@ -84,12 +84,14 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return shifted
 
 
-def masked_softmax(scores: np.ndarray, mask: np.ndarray | None, axis: int = -1) -> np.ndarray:
+def masked_softmax(scores: np.ndarray, mask: np.ndarray | None,
+                   axis: int = -1) -> np.ndarray:
     """Softmax over ``axis`` where only positions with ``mask`` True take part.
 
-    Masked positions get exactly zero weight; a row with no True position gets all zeros (no
-    NaN): there is nothing to attend to, so the context it produces is zero. The maximum over
-    the *unmasked* scores is subtracted first, so huge scores cannot overflow.
+    Masked positions get exactly zero weight; a row with no True position gets all zeros
+    (no NaN): there is nothing to attend to, so the context it produces is zero. The
+    maximum over the *unmasked* scores is subtracted first, so huge scores cannot
+    overflow.
 
     Shapes:
         scores: any, e.g. (N, T_dec, T_enc).  mask: bool, broadcastable to ``scores``.
@@ -100,7 +102,7 @@ def masked_softmax(scores: np.ndarray, mask: np.ndarray | None, axis: int = -1) 
     mask = np.broadcast_to(mask, scores.shape)
     shifted = np.where(mask, scores, -np.inf)
     row_max = shifted.max(axis=axis, keepdims=True)
-    row_max[~np.isfinite(row_max)] = 0  # a fully masked row: every entry stays -inf -> exp 0
+    row_max[~np.isfinite(row_max)] = 0  # a fully masked row: all -inf, so exp gives 0
     shifted -= row_max
     np.exp(shifted, out=shifted)
     total = shifted.sum(axis=axis, keepdims=True)
@@ -109,10 +111,12 @@ def masked_softmax(scores: np.ndarray, mask: np.ndarray | None, axis: int = -1) 
     return shifted
 
 
-def softmax_backward(weights: np.ndarray, dweights: np.ndarray, axis: int = -1) -> np.ndarray:
+def softmax_backward(weights: np.ndarray, dweights: np.ndarray,
+                     axis: int = -1) -> np.ndarray:
     """The softmax vector-Jacobian product: ``dx_j = y_j (dy_j - sum_k dy_k y_k)``.
 
-    Holds for the masked softmax too: a masked position has ``y_j = 0``, so its gradient is 0.
+    Holds for the masked softmax too: a masked position has ``y_j = 0``, so its gradient
+    is 0.
     """
     return weights * (dweights - (dweights * weights).sum(axis=axis, keepdims=True))
 

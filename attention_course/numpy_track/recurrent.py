@@ -271,20 +271,28 @@ class Recurrent(Layer):
         """Forget the carried state (``stateful=True``): the next call starts from zeros."""
         self.final_state = None
 
-    def forward(self, xs: np.ndarray, mask: np.ndarray | None = None, initial_state=None) -> np.ndarray:
+    def _initial_state(self, xs: np.ndarray, mask: np.ndarray | None, initial_state):
+        """Check ``xs`` and ``mask``; the state to start from (zeros, the given one, or the
+        carried one of a stateful layer)."""
         dtype = float_dtype(xs, "xs")
         sizes = check_array("xs", xs, ("N", "T", self.input_size))
-        N, T, D = xs.shape
-        cell = self.cell
         if mask is not None:
             check_array("mask", mask, ("N", "T"), sizes, kind="bool")
         if initial_state is None and self.stateful and self.final_state is not None:
             initial_state = self.final_state
-        state = cell._zeros(N, dtype) if initial_state is None else cell._check_state(initial_state, N, dtype, "initial_state")
+        if initial_state is None:
+            return self.cell._zeros(len(xs), dtype)
+        return self.cell._check_state(initial_state, len(xs), dtype, "initial_state")
 
+    def forward(self, xs: np.ndarray, mask: np.ndarray | None = None,
+                initial_state=None) -> np.ndarray:
+        state = self._initial_state(xs, mask, initial_state)
+        N, T, D = xs.shape
+        cell, dtype = self.cell, xs.dtype
         G, H = cell.gates, self.hidden_size
         p = cell._recurrent_params(dtype)
-        xw = xs.reshape(N * T, D) @ as_dtype(cell.params["W_x"], dtype)  # (N*T, G*H): every step at once
+        # The input projection of every step at once: (N*T, D) @ (D, G*H)
+        xw = xs.reshape(N * T, D) @ as_dtype(cell.params["W_x"], dtype)
         xw += cell._input_bias(dtype)
         xw = xw.reshape(N, T, G * H)
         hs = np.empty((N, T, H), dtype=dtype)
@@ -297,8 +305,9 @@ class Recurrent(Layer):
                 state = new_state
                 hs[:, t] = new_state[0]
             else:
-                k = keep[:, t]
-                state = tuple(np.where(k, new, old) for new, old in zip(new_state, state))
+                k = keep[:, t]  # (N, 1): a padded step keeps the state and outputs 0
+                state = tuple(np.where(k, new, old)
+                              for new, old in zip(new_state, state))
                 hs[:, t] = np.where(k, state[0], 0)
         self.final_state = cell._from_tuple(state)
         self._cache = (xs, keep, caches, p, steps)
@@ -311,7 +320,10 @@ class Recurrent(Layer):
         dtype = xs.dtype
         G, H = cell.gates, self.hidden_size
         check_array("dhs", dhs, (N, T, H))
-        dstate = cell._zeros(N, dtype) if d_final_state is None else cell._check_state(d_final_state, N, dtype, "d_final_state")
+        if d_final_state is None:
+            dstate = cell._zeros(N, dtype)
+        else:
+            dstate = cell._check_state(d_final_state, N, dtype, "d_final_state")
         dxw = np.empty((N, T, G * H), dtype=dtype)
         dW_h = np.zeros_like(p["W_h"])
         db_h = np.zeros(G * H, dtype=dtype) if "b_h" in cell.params else None

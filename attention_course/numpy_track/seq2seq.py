@@ -9,6 +9,10 @@
   ``h~_i = tanh(W_c [c_i ; s_i] + b_c)``, ``p(y_i | y_<i, x) = softmax(W_o h~_i + b_o)``.
   With a bidirectional encoder the decoder starts from ``s_0 = tanh(W_s h_1← + b_s)``
   (Bahdanau et al. 2015), one bridge per layer.
+* Chapter 8's variants, chosen by the config: the decoder's attention (``attention``: "global",
+  "local-m", "local-p", "hard", see ``make_attention``), and Bahdanau's decoder
+  (``decoder="bahdanau"``, ``BahdanauDecoder``), which scores with ``s_{i-1}`` and feeds the
+  context into the recurrence, one step at a time.
 
 Token ids: ``source`` (N, T_enc) and ``decoder_input`` (N, T_dec) are int arrays; ``mask``
 arrays are bool, True on real tokens, padding at the end.
@@ -21,16 +25,19 @@ import numpy as np
 from ..core.configs import Seq2seqConfig
 from ..core.initializers import init_rng
 from ..core.layer_stack import stack_layers
-from ..core.registries import bind
+from ..core.registries import attention_spec, bind
 from ..core.shapes import check_array
 from .attention import TimeAttention
-from .base import Layer
+from .base import Layer, as_dtype
+from .hard_attention import HardAttention, step_losses
 from .layers import Affine, Embedding, SoftmaxCrossEntropy
+from .local_attention import LocalAttention
 from .recurrent import GRU, LSTM, RNN
 from .wrappers import Bidirectional, Residual, Stacked
 
-__all__ = ["CELLS", "make_recurrent", "Encoder", "AttentionEncoder", "Decoder", "AttentionDecoder", "Bridge",
-           "Seq2seqConfig", "Seq2seq", "AttentionSeq2seq", "build_model"]
+__all__ = ["CELLS", "DECODERS", "make_recurrent", "make_attention", "Encoder", "AttentionEncoder", "Decoder",
+           "AttentionDecoder", "BahdanauDecoder", "Bridge", "Seq2seqConfig", "Seq2seq", "AttentionSeq2seq",
+           "build_model"]
 
 CELLS = bind("cell", {"rnn": RNN, "lstm": LSTM, "gru": GRU})
 
@@ -48,6 +55,21 @@ def _recurrent(config: Seq2seqConfig, input_size: int, hidden_size: int, bidirec
     return make_recurrent(config.cell, input_size, hidden_size, num_layers=config.num_layers,
                           bidirectional=bidirectional, residual=config.residual, reset_after=config.reset_after,
                           rng=rng, dtype=np.dtype(config.dtype))
+
+
+def make_attention(config: Seq2seqConfig, encoder_size: int, decoder_size: int, *, rng=None, dtype=np.float64) -> Layer:
+    """The attention layer ``config.attention`` names: ``TimeAttention`` ("global"),
+    ``LocalAttention`` ("local-m", "local-p", half-width ``config.window``) or ``HardAttention``
+    ("hard", trained by ``config.hard_estimator`` with ``config.hard_baseline``), with the score
+    ``config.score``."""
+    c = config
+    if c.attention == "global":
+        return TimeAttention(c.score, encoder_size, decoder_size, c.attention_size, rng=rng, dtype=dtype)
+    if attention_spec(c.attention).local:
+        return LocalAttention(c.score, encoder_size, decoder_size, c.attention_size, kind=c.attention,
+                              window=c.window, rng=rng, dtype=dtype)
+    return HardAttention(c.score, encoder_size, decoder_size, c.attention_size, estimator=c.hard_estimator,
+                         baseline=c.hard_baseline, temperature=c.gumbel_temperature, rng=rng, dtype=dtype)
 
 
 def _check_tokens(name: str, ids: np.ndarray, mask: np.ndarray | None, sizes: dict | None = None) -> dict:
@@ -84,7 +106,8 @@ class Encoder(Layer):
 
     def _encode(self, source: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         _check_tokens("source", source, mask)
-        encoder_states = self.rnn.forward(self.embed.forward(source), mask)  # (N, T_enc, H_out)
+        embedded = self.embed.forward(source)  # (N, T_enc, D)
+        encoder_states = self.rnn.forward(embedded, mask)  # (N, T_enc, H_out)
         self.final_state = self.rnn.final_state
         self._shape = encoder_states.shape
         return encoder_states
@@ -101,8 +124,9 @@ class AttentionEncoder(Encoder):
     """The encoder improvement: return every hidden state, not just the last.
 
     Shapes:
-        source: (N, T_enc) int.  mask: (N, T_enc) bool.  returns encoder_states: (N, T_enc, H_out),
-        zero at padded positions; ``final_state`` is set as in ``Encoder``.
+        source: (N, T_enc) int.  mask: (N, T_enc) bool.
+        returns encoder_states: (N, T_enc, H_out), zero at padded positions;
+        ``final_state`` is set as in ``Encoder``.
     """
 
     def forward(self, source: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -133,7 +157,8 @@ class Decoder(Layer):
 
     def forward(self, decoder_input: np.ndarray, initial_state) -> np.ndarray:
         _check_tokens("decoder_input", decoder_input, None)
-        decoder_states = self.rnn.forward(self.embed.forward(decoder_input), None, initial_state)
+        embedded = self.embed.forward(decoder_input)  # (N, T_dec, D)
+        decoder_states = self.rnn.forward(embedded, None, initial_state)  # s_i
         return self.out.forward(decoder_states)
 
     def backward(self, d_logits: np.ndarray):
@@ -169,8 +194,9 @@ class AttentionDecoder(Layer):
     ``s_i``: the recurrent state after reading ``y_{i-1}``; ``c_i``: its context from
     ``TimeAttention``; ``h~_i = tanh(W_c [c_i ; s_i] + b_c)``; logits ``W_o h~_i + b_o``.
 
-    Built from ``config``: as ``Decoder``, plus ``score``, ``attention_size`` and the encoder's
-    output width ``encoder_output_size`` (H_enc).
+    Built from ``config``: as ``Decoder``, plus ``score``, ``attention_size``, the encoder's
+    output width ``encoder_output_size`` (H_enc), and the kind of attention (``attention``,
+    ``window``, ``hard_*``: see ``make_attention``).
 
     Shapes:
         decoder_input: (N, T_dec) int.  encoder_states: (N, T_enc, H_enc).  source_mask: (N, T_enc) bool.
@@ -185,8 +211,7 @@ class AttentionDecoder(Layer):
         H, H_enc = self.hidden_size, self.encoder_size = c.decoder_hidden_size, c.encoder_output_size
         self.embed = self.add_child("embed", Embedding(c.target_vocab_size, c.embed_dim, rng=rng, dtype=dtype))
         self.rnn = self.add_child("rnn", _recurrent(c, c.embed_dim, H, False, rng))
-        self.attention = self.add_child("attention", TimeAttention(c.score, H_enc, H, c.attention_size, rng=rng,
-                                                                   dtype=dtype))
+        self.attention = self.add_child("attention", make_attention(c, H_enc, H, rng=rng, dtype=dtype))
         self.combine = self.add_child("combine", Affine(H_enc + H, H, rng=rng, dtype=dtype))
         self.out = self.add_child("out", Affine(H, c.target_vocab_size, rng=rng, dtype=dtype))
         self._attentional = None
@@ -195,25 +220,40 @@ class AttentionDecoder(Layer):
     def attention_weights(self) -> np.ndarray:
         return self.attention.attention_weights
 
-    def _attend(self, decoder_states, encoder_states, source_mask):
-        context = self.attention.forward(encoder_states, decoder_states, source_mask)  # (N, T_dec, H_enc)
-        attentional = np.tanh(self.combine.forward(np.concatenate([context, decoder_states], axis=-1)))
-        return attentional  # (N, T_dec, H)
+    def _attend(self, decoder_states, encoder_states, source_mask, **options):
+        context = self.attention.forward(encoder_states, decoder_states, source_mask,
+                                         **options)  # (N, T_dec, H_enc)
+        joined = np.concatenate([context, decoder_states], axis=-1)  # [c_i ; s_i]
+        return np.tanh(self.combine.forward(joined))  # (N, T_dec, H)
 
-    def forward(self, decoder_input: np.ndarray, encoder_states: np.ndarray, initial_state,
-                source_mask: np.ndarray | None = None) -> np.ndarray:
+    def _decoding_options(self, step: int) -> dict:
+        """What the attention needs to know when it sees one decoder step at a time: local-m, the
+        step's index (``p_i = i``); hard attention, to take the likeliest position, not a sample."""
+        if isinstance(self.attention, LocalAttention):
+            return {"first_step": step}
+        if isinstance(self.attention, HardAttention):
+            return {"sample": False}
+        return {}
+
+    def forward(self, decoder_input: np.ndarray, encoder_states: np.ndarray,
+                initial_state, source_mask: np.ndarray | None = None) -> np.ndarray:
         _check_tokens("decoder_input", decoder_input, None)
-        decoder_states = self.rnn.forward(self.embed.forward(decoder_input), None, initial_state)  # (N, T_dec, H)
+        embedded = self.embed.forward(decoder_input)  # (N, T_dec, D)
+        decoder_states = self.rnn.forward(embedded, None, initial_state)  # s_i
         self._attentional = self._attend(decoder_states, encoder_states, source_mask)
         return self.out.forward(self._attentional)
 
-    def backward(self, d_logits: np.ndarray):
-        """Returns ``(d_encoder_states, d_initial_state)``."""
+    def backward(self, d_logits: np.ndarray, **attention_options):
+        """Returns ``(d_encoder_states, d_initial_state)``; ``attention_options`` go to
+        the attention's backward (hard attention: ``step_losses``, ``step_weights``)."""
         d_attentional = self.out.backward(d_logits)
-        d_concat = self.combine.backward(d_attentional * (1 - self._attentional * self._attentional))
+        tanh_grad = 1 - self._attentional * self._attentional
+        d_concat = self.combine.backward(d_attentional * tanh_grad)  # d[c_i ; s_i]
         H_enc = self.encoder_size
-        d_encoder_states, d_decoder_states = self.attention.backward(d_concat[..., :H_enc])
-        d_decoder_states += d_concat[..., H_enc:]
+        d_context, d_states = d_concat[..., :H_enc], d_concat[..., H_enc:]
+        d_encoder_states, d_decoder_states = self.attention.backward(
+            d_context, **attention_options)
+        d_decoder_states += d_states
         self.embed.backward(self.rnn.backward(d_decoder_states))
         return d_encoder_states, self.rnn.initial_state_grad
 
@@ -227,15 +267,187 @@ class AttentionDecoder(Layer):
         ids = np.full((N, 1), start_id, dtype=np.int64)
         state, out, weights = initial_state, [], []
         finished = np.zeros(N, dtype=bool)
-        for _ in range(max_length):
+        for step in range(max_length):
             decoder_states = self.rnn.forward(self.embed.forward(ids), None, state)  # (N, 1, H)
             state = self.rnn.final_state
-            logits = self.out.forward(self._attend(decoder_states, encoder_states, source_mask))
+            logits = self.out.forward(self._attend(decoder_states, encoder_states, source_mask,
+                                                   **self._decoding_options(step)))
             ids = logits.argmax(axis=-1)  # (N, 1)
             out.append(ids)
             weights.append(self.attention.attention_weights)
             if stop_id is not None:
                 finished |= ids[:, 0] == stop_id
+                if finished.all():
+                    break
+        return np.concatenate(out, axis=1), np.concatenate(weights, axis=1)
+
+
+class BahdanauDecoder(Layer):
+    """Bahdanau's attention decoder (Bahdanau et al. 2015, appendix A; the seminar's equations).
+
+    It attends *before* its recurrent update, with the previous state, and feeds the
+    context into that update, one step at a time::
+
+        e_ij = a(s_{i-1}, h_j),  alpha_ij = softmax_j(e_ij),  c_i = sum_j alpha_ij h_j,
+        s_i = f(s_{i-1}, y_{i-1}, c_i),
+        p(y_i | y_<i, x) = softmax(W_o tanh(W_c [c_i ; s_i ; E y_{i-1}] + b_c) + b_o).
+
+    The context enters the recurrence as part of its input: the cell reads
+    ``[E y_{i-1} ; c_i]``, so its input weights are ``W_x = [W ; C]`` and every gate gets
+    a ``C c_i`` term, exactly the seminar's GRU,
+    ``z_i = sigma(W_z E y_{i-1} + U_z s_{i-1} + C_z c_i)`` (likewise ``r_i`` and the
+    candidate state). The output ``g(y_{i-1}, s_i, c_i)`` is one ``tanh`` layer over the
+    three (the paper has a maxout layer there). Unlike Luong's decoder
+    (``AttentionDecoder``), the recurrence cannot run over all the steps in one call:
+    step ``i``'s input needs ``c_i``, which needs ``s_{i-1}``. Any score and cell of the
+    config; one recurrent layer, global attention.
+
+    Built from ``config`` as ``AttentionDecoder``. Parameters: ``embed``, ``rnn`` (one
+    layer reading ``D + H_enc`` inputs), ``attention`` (a ``TimeAttention``), ``combine``
+    (``H_enc + H + D`` to ``H``), ``out``.
+
+    Shapes:
+        decoder_input: (N, T_dec) int.  encoder_states: (N, T_enc, H_enc).
+        source_mask: (N, T_enc) bool.  returns logits: (N, T_dec, V).
+        attention_weights: (N, T_dec, T_enc).
+    """
+
+    def __init__(self, config: Seq2seqConfig, rng=None) -> None:
+        super().__init__()
+        rng = init_rng(rng)
+        c = self.config = config
+        if c.num_layers != 1:
+            raise ValueError(f"BahdanauDecoder: one recurrent layer, got num_layers={c.num_layers}")
+        dtype = np.dtype(c.dtype)
+        H, H_enc, D = c.decoder_hidden_size, c.encoder_output_size, c.embed_dim
+        self.hidden_size, self.encoder_size = H, H_enc
+        self.embed = self.add_child("embed", Embedding(c.target_vocab_size, D, rng=rng, dtype=dtype))
+        self.rnn = self.add_child("rnn", _recurrent(c, D + H_enc, H, False, rng))
+        self.attention = self.add_child("attention", TimeAttention(c.score, H_enc, H, c.attention_size,
+                                                                   rng=rng, dtype=dtype))
+        self.combine = self.add_child("combine", Affine(H_enc + H + D, H, rng=rng, dtype=dtype))
+        self.out = self.add_child("out", Affine(H, c.target_vocab_size, rng=rng, dtype=dtype))
+        self.attention_weights = None
+        self.final_state = None
+        self._cache = None
+
+    @property
+    def cell(self):
+        """The recurrent cell, which the decoder runs one step at a time itself."""
+        return self.rnn.layers[0].cell
+
+    def _step(self, embedded, state: tuple, encoder_states, source_mask,
+              recurrent_params):
+        """One step: attend with ``s_{i-1}``, then the recurrence on
+        ``[E y_{i-1} ; c_i]``.
+
+        Returns the new state (a tuple), the context (N, H_enc), the weights
+        (N, T_enc), and what the step's backward pass needs.
+        """
+        cell, dtype = self.cell, embedded.dtype
+        query = state[0][:, None, :]  # s_{i-1}: (N, 1, H)
+        context = self.attention.forward(encoder_states, query, source_mask)[:, 0]
+        inputs = np.concatenate([embedded, context], axis=-1)  # (N, D + H_enc)
+        xw = inputs @ as_dtype(cell.params["W_x"], dtype) + cell._input_bias(dtype)
+        state, cell_cache = cell._step(xw, state, recurrent_params)
+        weights = self.attention.attention_weights[:, 0]  # (N, T_enc)
+        return state, context, weights, (query, inputs, cell_cache)
+
+    def forward(self, decoder_input: np.ndarray, encoder_states: np.ndarray, initial_state,
+                source_mask: np.ndarray | None = None) -> np.ndarray:
+        _check_tokens("decoder_input", decoder_input, None)
+        embedded = self.embed.forward(decoder_input)  # (N, T_dec, D)
+        N, T_dec, _ = embedded.shape
+        cell, dtype = self.cell, embedded.dtype
+        recurrent_params = cell._recurrent_params(dtype)
+        state = cell._check_state(initial_state[0], N, dtype, "initial_state")
+        states, contexts, weights, step_caches = [], [], [], []
+        for i in range(T_dec):
+            state, context, step_weights, cache = self._step(
+                embedded[:, i], state, encoder_states, source_mask, recurrent_params)
+            states.append(state[0])
+            contexts.append(context)
+            weights.append(step_weights)
+            step_caches.append(cache)
+        self.final_state = [cell._from_tuple(state)]
+        self.attention_weights = np.stack(weights, axis=1)  # (N, T_dec, T_enc)
+        joined = np.concatenate([np.stack(contexts, axis=1), np.stack(states, axis=1),
+                                 embedded], axis=-1)  # (N, T_dec, H_enc + H + D)
+        attentional = np.tanh(self.combine.forward(joined))  # (N, T_dec, H)
+        self._cache = (encoder_states, source_mask, step_caches, recurrent_params, attentional)
+        return self.out.forward(attentional)
+
+    def backward(self, d_logits: np.ndarray):
+        """Returns ``(d_encoder_states, d_initial_state)``.
+
+        The attention layer keeps the cache of one call only: going back through step
+        ``i`` runs that step's attention forward again (same inputs, same result), then its
+        backward, and adds up the parameter gradients of all the steps.
+        """
+        encoder_states, source_mask, step_caches, recurrent_params, attentional = self._cache
+        cell, dtype = self.cell, attentional.dtype
+        H_enc, H, D = self.encoder_size, self.hidden_size, self.config.embed_dim
+        d_attentional = self.out.backward(d_logits)
+        d_joined = self.combine.backward(d_attentional * (1 - attentional * attentional))
+        d_contexts, d_states = d_joined[..., :H_enc], d_joined[..., H_enc:H_enc + H]
+        d_embedded = d_joined[..., H_enc + H:].copy()  # (N, T_dec, D)
+        N, T_dec, _ = d_embedded.shape
+
+        W_x = as_dtype(cell.params["W_x"], dtype)
+        cell_grads = {name: np.zeros_like(grad) for name, grad in cell.grads.items()}
+        attention_grads = {name: np.zeros_like(grad)
+                           for name, _, grad in self.attention.named_parameters()}
+        d_encoder = np.zeros_like(encoder_states)
+        d_state = cell._zeros(N, dtype)
+        for i in range(T_dec - 1, -1, -1):
+            query, inputs, cell_cache = step_caches[i]
+            d_state = (d_state[0] + d_states[:, i],) + d_state[1:]
+            dxw, d_state, d_recurrent = cell._step_backward(cell_cache, d_state,
+                                                            recurrent_params, cell_grads["W_h"])
+            cell_grads["W_x"] += inputs.T @ dxw
+            cell_grads["b"] += dxw.sum(axis=0)
+            if d_recurrent is not None:
+                cell_grads["b_h"] += d_recurrent.sum(axis=0)
+            d_inputs = dxw @ W_x.T  # (N, D + H_enc)
+            d_embedded[:, i] += d_inputs[:, :D]
+            d_context = d_inputs[:, D:] + d_contexts[:, i]
+            self.attention.forward(encoder_states, query, source_mask)  # step i's cache
+            d_encoder_i, d_query = self.attention.backward(d_context[:, None, :])
+            d_encoder += d_encoder_i
+            for name, _, grad in self.attention.named_parameters():
+                attention_grads[name] += grad
+            d_state = (d_state[0] + d_query[:, 0],) + d_state[1:]
+        for name, grad in cell.grads.items():
+            grad[...] = cell_grads[name]
+        for name, _, grad in self.attention.named_parameters():
+            grad[...] = attention_grads[name]
+        self.embed.backward(d_embedded)
+        return d_encoder, [cell._from_tuple(d_state)]
+
+    def generate(self, encoder_states: np.ndarray, initial_state, source_mask: np.ndarray | None,
+                 start_id: int, max_length: int, stop_id: int | None = None):
+        """Greedy decoding. Returns ids (N, T_out) and attention weights (N, T_out, T_enc).
+
+        Stops early once every sequence has produced ``stop_id``.
+        """
+        N = encoder_states.shape[0]
+        cell = self.cell
+        dtype = self.embed.params["W"].dtype
+        recurrent_params = cell._recurrent_params(dtype)
+        state = cell._check_state(initial_state[0], N, dtype, "initial_state")
+        ids = np.full(N, start_id, dtype=np.int64)
+        out, weights = [], []
+        finished = np.zeros(N, dtype=bool)
+        for _ in range(max_length):
+            embedded = self.embed.forward(ids[:, None])[:, 0]  # (N, D)
+            state, context, step_weights, _ = self._step(embedded, state, encoder_states,
+                                                         source_mask, recurrent_params)
+            joined = np.concatenate([context, state[0], embedded], axis=-1)
+            ids = self.out.forward(np.tanh(self.combine.forward(joined))).argmax(axis=-1)
+            out.append(ids[:, None])
+            weights.append(step_weights[:, None])
+            if stop_id is not None:
+                finished |= ids == stop_id
                 if finished.all():
                     break
         return np.concatenate(out, axis=1), np.concatenate(weights, axis=1)
@@ -310,9 +522,11 @@ class Seq2seq(_Model):
         self.encoder = self.add_child("encoder", Encoder(config, rng))
         self.decoder = self.add_child("decoder", Decoder(config, rng))
 
-    def forward(self, source, source_mask, decoder_input, decoder_target, target_mask=None) -> float:
+    def forward(self, source, source_mask, decoder_input, decoder_target,
+                target_mask=None) -> float:
         """The mean cross-entropy of the target tokens, under teacher forcing."""
-        self._check_batch(source, source_mask, decoder_input, decoder_target, target_mask)
+        self._check_batch(source, source_mask, decoder_input, decoder_target,
+                          target_mask)
         state = self.encoder.forward(source, source_mask)
         logits = self.decoder.forward(decoder_input, state)
         return self.loss_layer.forward(logits, decoder_target, target_mask)
@@ -327,7 +541,12 @@ class Seq2seq(_Model):
 
 
 class AttentionSeq2seq(_Model):
-    """Seq2seq with attention: ``AttentionEncoder`` (bidirectional by default) and ``AttentionDecoder``."""
+    """Seq2seq with attention: ``AttentionEncoder`` (bidirectional by default) and an attention decoder,
+    Luong's ``AttentionDecoder`` or ``BahdanauDecoder`` (``config.decoder``).
+
+    With hard attention trained by REINFORCE, ``forward`` also keeps each step's cross-entropy,
+    which ``backward`` hands to the attention as the loss its sample led to.
+    """
 
     def __init__(self, config: Seq2seqConfig, rng=None) -> None:
         super().__init__()
@@ -335,21 +554,35 @@ class AttentionSeq2seq(_Model):
         self.config = config
         self.encoder = self.add_child("encoder", AttentionEncoder(config, rng))
         self.bridge = self.add_child("bridge", Bridge(config, rng)) if config.bidirectional else None
-        self.decoder = self.add_child("decoder", AttentionDecoder(config, rng))
+        self.decoder = self.add_child("decoder", DECODERS[config.decoder](config, rng))
+        attention = self.decoder.attention
+        self._reinforce = isinstance(attention, HardAttention) and attention.estimator == "reinforce"
+        self._step_losses = None
 
     def _initial_state(self):
         state = self.encoder.final_state
         return state if self.bridge is None else self.bridge.forward(state)
 
-    def forward(self, source, source_mask, decoder_input, decoder_target, target_mask=None) -> float:
+    def forward(self, source, source_mask, decoder_input, decoder_target,
+                target_mask=None) -> float:
         """The mean cross-entropy of the target tokens, under teacher forcing."""
-        self._check_batch(source, source_mask, decoder_input, decoder_target, target_mask)
+        self._check_batch(source, source_mask, decoder_input, decoder_target,
+                          target_mask)
         encoder_states = self.encoder.forward(source, source_mask)
-        logits = self.decoder.forward(decoder_input, encoder_states, self._initial_state(), source_mask)
+        initial_state = self._initial_state()
+        logits = self.decoder.forward(decoder_input, encoder_states, initial_state,
+                                      source_mask)
+        self._step_losses = None
+        if self._reinforce:  # hard attention trained by REINFORCE (chapter 8)
+            self._step_losses = step_losses(logits, decoder_target, target_mask)
         return self.loss_layer.forward(logits, decoder_target, target_mask)
 
     def backward(self, dloss: float = 1.0) -> None:
-        d_encoder_states, d_initial = self.decoder.backward(self.loss_layer.backward(dloss))
+        options = {}
+        if self._step_losses is not None:
+            losses, weights = self._step_losses
+            options = {"step_losses": losses, "step_weights": weights * dloss}
+        d_encoder_states, d_initial = self.decoder.backward(self.loss_layer.backward(dloss), **options)
         d_final = d_initial if self.bridge is None else self.bridge.backward(d_initial)
         self.encoder.backward(d_encoder_states, d_final)
 
@@ -361,6 +594,9 @@ class AttentionSeq2seq(_Model):
         """Greedy decoding; returns ids (N, T_out) and attention weights (N, T_out, T_enc)."""
         encoder_states = self.encoder.forward(source, source_mask)
         return self.decoder.generate(encoder_states, self._initial_state(), source_mask, start_id, max_length, stop_id)
+
+
+DECODERS = bind("decoder", {"luong": AttentionDecoder, "bahdanau": BahdanauDecoder})
 
 
 def build_model(kind: str, config: Seq2seqConfig, rng=None) -> _Model:

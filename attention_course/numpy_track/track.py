@@ -7,21 +7,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.configs import OptionError, Seq2seqConfig
+from ..core.configs import OptionError, Seq2seqConfig, TransformerConfig
 from ..data import ParallelBatch, Vocabulary
 from ..decoding import Decoded
 from ..training import TrainConfig
 from . import decoding
 from .base import Layer
 from .seq2seq import build_model as _build_model
+from .transformer import TransformerSeq2seq
 from .trainer import Trainer
 
-__all__ = ["NAME", "DEFAULTS", "check_options", "default_batch_size", "is_model", "build_model", "make_trainer",
-           "weights", "load_weights", "to_device", "greedy_decode", "encode"]
+__all__ = ["NAME", "DEFAULTS", "check_options", "default_batch_size", "is_model", "build_model",
+           "make_trainer", "weights", "load_weights", "to_device", "greedy_decode", "encode"]
 
 NAME = "numpy"
 # Chosen by benchmarks/dates_time_to_accuracy.py: the lectures' GRU, wider than the torch track's.
 DEFAULTS = {"hidden_size": 64, "lr": 0.01, "gru_form": "lecture"}
+# What a model kind needs instead: the Transformer wants a lower rate than the recurrent models
+# (on dates, torch track, seed 0, 300 steps: 88%, 97%, 98% and 91% exact match at 0.001, 0.002,
+# 0.004 and 0.008; 0.004 went on to 99% at step 550).
+MODEL_DEFAULTS = {"transformer": {"lr": 0.004}}
 
 
 def check_options(device=None, amp: bool = False) -> None:
@@ -41,8 +46,13 @@ def is_model(obj) -> bool:
     return isinstance(obj, Layer)
 
 
-def build_model(kind: str, config: Seq2seqConfig, seed: int = 0):
-    """A fresh ``"attention"`` or ``"seq2seq"`` model, its weights drawn from ``seed``."""
+def build_model(kind: str, config, seed: int = 0):
+    """A fresh model, its weights drawn from ``seed``: ``"attention"`` or ``"seq2seq"`` from a
+    ``Seq2seqConfig``, ``"transformer"`` (``TransformerSeq2seq``) from a ``TransformerConfig``."""
+    if kind == "transformer":
+        if not isinstance(config, TransformerConfig):
+            raise ValueError(f"model 'transformer': expected a TransformerConfig, got a {type(config).__name__}")
+        return TransformerSeq2seq(config, rng=np.random.default_rng(seed))
     return _build_model(kind, config, rng=np.random.default_rng(seed))
 
 

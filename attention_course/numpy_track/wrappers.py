@@ -45,11 +45,13 @@ class Bidirectional(Layer):
     def output_size(self) -> int:
         return self.forward_layer.output_size + self.backward_layer.output_size
 
-    def forward(self, xs: np.ndarray, mask: np.ndarray | None = None, initial_state=None) -> np.ndarray:
+    def forward(self, xs: np.ndarray, mask: np.ndarray | None = None,
+                initial_state=None) -> np.ndarray:
         init_fwd, init_bwd = (None, None) if initial_state is None else initial_state
         out_fwd = self.forward_layer.forward(xs, mask, init_fwd)
         out_bwd = self.backward_layer.forward(xs, mask, init_bwd)
-        self.final_state = (self.forward_layer.final_state, self.backward_layer.final_state)
+        self.final_state = (self.forward_layer.final_state,
+                            self.backward_layer.final_state)
         return np.concatenate([out_fwd, out_bwd], axis=-1)
 
     def backward(self, dys: np.ndarray, d_final_state=None) -> np.ndarray:
@@ -57,7 +59,8 @@ class Bidirectional(Layer):
         d_fwd, d_bwd = (None, None) if d_final_state is None else d_final_state
         dxs = self.forward_layer.backward(dys[..., :split], d_fwd)
         dxs += self.backward_layer.backward(dys[..., split:], d_bwd)
-        self.initial_state_grad = (self.forward_layer.initial_state_grad, self.backward_layer.initial_state_grad)
+        self.initial_state_grad = (self.forward_layer.initial_state_grad,
+                                   self.backward_layer.initial_state_grad)
         return dxs
 
 
@@ -88,10 +91,12 @@ class Residual(Layer):
     def initial_state_grad(self):
         return getattr(self.layer, "initial_state_grad", None)
 
-    def forward(self, xs: np.ndarray, mask: np.ndarray | None = None, initial_state=None) -> np.ndarray:
+    def forward(self, xs: np.ndarray, mask: np.ndarray | None = None,
+                initial_state=None) -> np.ndarray:
         out = self.layer.forward(xs, mask, initial_state)
         if out.shape != xs.shape:
-            raise ShapeError(f"Residual: the wrapped layer maps {xs.shape} to {out.shape}; a skip connection needs equal shapes")
+            raise ShapeError(f"Residual: the wrapped layer maps {xs.shape} to "
+                             f"{out.shape}; a skip connection needs equal shapes")
         out += xs
         self._keep = None if mask is None else mask[:, :, None]
         if self._keep is not None:
@@ -125,12 +130,16 @@ class Stacked(Layer):
     def output_size(self) -> int:
         return self.layers[-1].output_size
 
-    def forward(self, xs: np.ndarray, mask: np.ndarray | None = None, initial_state=None) -> np.ndarray:
-        if initial_state is not None and len(initial_state) != len(self.layers):
-            raise ValueError(f"initial_state: expected a list of {len(self.layers)} states, got {len(initial_state)}")
+    def forward(self, xs: np.ndarray, mask: np.ndarray | None = None,
+                initial_state=None) -> np.ndarray:
+        if initial_state is None:
+            initial_state = [None] * len(self.layers)
+        elif len(initial_state) != len(self.layers):
+            raise ValueError(f"initial_state: expected a list of {len(self.layers)} "
+                             f"states, got {len(initial_state)}")
         states = []
-        for i, layer in enumerate(self.layers):
-            xs = layer.forward(xs, mask, None if initial_state is None else initial_state[i])
+        for layer, state in zip(self.layers, initial_state):
+            xs = layer.forward(xs, mask, state)
             states.append(layer.final_state)
         self.final_state = states
         return xs
@@ -138,7 +147,8 @@ class Stacked(Layer):
     def backward(self, dys: np.ndarray, d_final_state=None) -> np.ndarray:
         grads = [None] * len(self.layers)
         for i in range(len(self.layers) - 1, -1, -1):
-            dys = self.layers[i].backward(dys, None if d_final_state is None else d_final_state[i])
+            d_state = None if d_final_state is None else d_final_state[i]
+            dys = self.layers[i].backward(dys, d_state)
             grads[i] = self.layers[i].initial_state_grad
         self.initial_state_grad = grads
         return dys

@@ -67,10 +67,12 @@ class AdditiveScore(_Score):
 
     name = "additive"
 
-    def forward(self, encoder_states: torch.Tensor, decoder_states: torch.Tensor) -> torch.Tensor:
+    def forward(self, encoder_states: torch.Tensor,
+                decoder_states: torch.Tensor) -> torch.Tensor:
         ws = decoder_states @ self.W_a  # (N, T_dec, A)
         uh = encoder_states @ self.U_a  # (N, T_enc, A)
-        return torch.tanh(ws.unsqueeze(2) + uh.unsqueeze(1)) @ self.v_a  # (N, T_dec, T_enc)
+        hidden = torch.tanh(ws.unsqueeze(2) + uh.unsqueeze(1))  # (N, T_dec, T_enc, A)
+        return hidden @ self.v_a  # (N, T_dec, T_enc)
 
 
 SCORE_FUNCTIONS = bind("score", {cls.name: cls for cls in (DotScore, GeneralScore, AdditiveScore, ScaledDotScore)})

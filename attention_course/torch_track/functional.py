@@ -24,10 +24,15 @@ from .layers import masked_softmax
 __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_reference"]
 
 
-def scaled_dot_product_attention_reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                                           mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``softmax(Q K^T / sqrt(d)) V``, step by step. Returns ``(output, attention_weights)``."""
-    scores = query @ key.transpose(-1, -2) / math.sqrt(query.shape[-1])  # (..., T_q, T_k)
+def scaled_dot_product_attention_reference(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(Q K^T / sqrt(d)) V``, step by step.
+
+    Returns ``(output, attention_weights)``.
+    """
+    d = query.shape[-1]
+    scores = query @ key.transpose(-1, -2) / math.sqrt(d)  # (..., T_q, T_k)
     weights = masked_softmax(scores, mask)
     return weights @ value, weights
 
@@ -43,13 +48,17 @@ def _version(text: str) -> tuple[int, int]:
 SDPA_ZEROES_EMPTY_ROWS_ON_CPU = _version(torch.__version__) >= (2, 5)
 
 
-def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor,
+                                 value: torch.Tensor,
                                  mask: torch.Tensor | None = None) -> torch.Tensor:
-    """The fast path: ``F.scaled_dot_product_attention``, fully masked rows giving zeros."""
-    if mask is None or (SDPA_ZEROES_EMPTY_ROWS_ON_CPU and query.device.type == "cpu"):
+    """The fast path: ``F.scaled_dot_product_attention``, fully masked rows giving
+    zeros."""
+    safe_kernel = SDPA_ZEROES_EMPTY_ROWS_ON_CPU and query.device.type == "cpu"
+    if mask is None or safe_kernel:
         return F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
-    # A query row whose keys are all masked: let it see every key (no NaN), then zero its output.
-    # No branch on whether such a row exists: that would cost a device sync at every call.
+    # A query row whose keys are all masked: let it see every key (no NaN), then zero
+    # its output. No branch on whether such a row exists: that would cost a device sync
+    # at every call.
     anything = mask.any(dim=-1, keepdim=True)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | ~anything)
     return torch.where(anything, out, 0.0)

@@ -279,17 +279,21 @@ class Recurrent(nn.Module):
         final = tuple(torch.where(empty[:, None], s, f.squeeze(0)[unorder]) for s, f in zip(state, final))
         return out, final
 
-    def _forward_fused_unpacked(self, kernel, weights, xs, mask, lengths, state, hx, train):
-        """Padding without packing, where the state is the output (RNN, GRU): cheaper than packing.
+    def _forward_fused_unpacked(self, kernel, weights, xs, mask, lengths, state, hx,
+                                train):
+        """Padding without packing, where the state is the output (RNN, GRU):
+        cheaper than packing.
 
-        Run over the padded batch (reversed within each length for the backward direction, so the
-        padding stays at the end), then read each sequence's final state at its last real step
-        and zero the outputs at padded steps, which therefore receive no gradient.
+        Run over the padded batch (reversed within each length for the backward
+        direction, so the padding stays at the end), then read each sequence's final
+        state at its last real step and zero the outputs at padded steps, which
+        therefore receive no gradient.
         """
         x = reverse_padded(xs, lengths) if self.reverse else xs
         out, _ = kernel(x, hx, weights, True, 1, 0.0, train, False, True)  # (N, T, H)
         last = (lengths - 1).clamp_min(0)
-        final = out[torch.arange(out.shape[0], device=out.device), last]  # (N, H)
+        rows = torch.arange(out.shape[0], device=out.device)
+        final = out[rows, last]  # (N, H)
         final = torch.where((lengths == 0)[:, None], state[0], final)
         out = out.masked_fill(~mask.unsqueeze(-1), 0.0)
         if self.reverse:

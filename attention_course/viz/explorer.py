@@ -281,18 +281,20 @@ class AttentionExplorer:
         display(self.widget)
 
 
-def attention_explorer(model, examples, source_vocab, target_vocab, max_length: int = 11,
+def attention_explorer(model, examples, source_vocab, target_vocab,
+                       max_length: int = 11,
                        title: str | None = None) -> AttentionExplorer:
-    """Build the explorer for ``model`` (an ``AttentionSeq2seq`` of either track, or a dict
-    ``{score name: model}`` of models trained with different score functions) on ``examples``
-    (source texts, or ``(source, target)`` pairs).
+    """Build the explorer for ``model`` (an ``AttentionSeq2seq`` of either track, or a
+    dict ``{score name: model}`` of models trained with different score functions) on
+    ``examples`` (source texts, or ``(source, target)`` pairs).
 
-    Display the result (or its ``widget``) in a notebook. ``max_length`` is the number of
-    decoder steps offered (11 for ISO dates: 10 characters and ``<eos>``).
+    Display the result (or its ``widget``) in a notebook. ``max_length`` is the number
+    of decoder steps offered (11 for ISO dates: 10 characters and ``<eos>``).
 
     Raises:
-        ValueError: no examples, an empty source, an empty dict of models, a model without
-            attention, ``max_length < 1``.
+        ValueError: no examples, an empty source, an empty dict of models, a model
+            without attention, ``max_length < 1``.
         UnknownCharacterError: a source holds a character the source vocabulary lacks.
     """
-    return AttentionExplorer(_as_models(model), _sources(examples), source_vocab, target_vocab, max_length, title)
+    return AttentionExplorer(_as_models(model), _sources(examples), source_vocab,
+                             target_vocab, max_length, title)

@@ -23,10 +23,11 @@ BUILD_TIMEOUT_S = 900
 def _inputs() -> list[Path]:
     files = [ROOT / "_config.yml", ROOT / "_toc.yml", ROOT / "tools" / "build-book.sh",
              ROOT / "tools" / "book-assets" / "package-lock.json"]
-    for folder, pattern in [("book", "*.md"), ("book", "*.ipynb"), ("attention_course", "*.py"),
+    for folder, pattern in [("book", "*.md"), ("book", "*.ipynb"), ("book", "*.json"),
+                            ("book", "*.css"), ("book", "*.js"), ("attention_course", "*.py"),
                             ("solutions", "*.ipynb"), ("autograder", "*.py")]:
         files += [p for p in (ROOT / folder).rglob(pattern) if ".ipynb_checkpoints" not in p.parts
-                  and "_assets" not in p.parts]
+                  and "vendor" not in p.parts and "node_modules" not in p.parts]
     return files
 
 

@@ -83,5 +83,52 @@ def test_exercise_links_returns_markdown_for_the_real_course():
 
 def test_the_exercises_page_lists_every_assignment_once():
     page = (ROOT / "book" / "exercises.md").read_text(encoding="utf-8")
-    listed = re.findall(r'"(ch\d[ab]_\w+)"', page)
+    listed = re.findall(r'"(ch\d+[ab]_\w+)"', page)
     assert sorted(listed) == sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
+
+
+def test_a_chapter_launches_its_ipynb_not_its_markdown(tmp_path):
+    settings = book.launch_settings(make_course(tmp_path))
+    links = dict(book.chapter_launch_links("01_bottleneck", settings))
+    query = parse_qs(urlsplit(links["launch in JupyterHub"]).query)
+    assert query["urlpath"] == ["lab/tree/course/chapters/01_bottleneck.ipynb"]
+    assert query["branch"] == ["student"]
+
+
+def test_the_sphinx_hook_rewrites_the_theme_launch_buttons_and_drops_dead_ones(tmp_path):
+    from types import SimpleNamespace
+
+    root = make_course(tmp_path)
+    other = {"type": "link", "text": "Download", "url": "x.ipynb"}
+    group = [{"type": "link", "text": "JupyterHub", "url": "https://hub/.../book/01_bottleneck.md"},
+             {"type": "link", "text": "Binder", "url": "https://binder/.../01_bottleneck.md"}]
+    context = {"header_buttons": [other, {"type": "group", "buttons": group}]}
+    app = SimpleNamespace(confdir=str(root))
+    book._chapter_launch_buttons(app, "book/01_bottleneck", "page.html", context, None)
+    assert context["header_buttons"][0] == other
+    (hub,) = context["header_buttons"][1]["buttons"]  # no Binder configured: no Binder button
+    assert hub["text"] == "JupyterHub"
+    assert parse_qs(urlsplit(hub["url"]).query)["urlpath"] == [
+        "lab/tree/course/chapters/01_bottleneck.ipynb"]
+
+
+def test_the_built_chapters_launch_a_notebook_that_exists(built_book):
+    import nbformat
+
+    settings = book.launch_settings(ROOT)
+    for page in sorted((ROOT / "book").glob("0[1-7]_*.md")):
+        html = (built_book / "book" / f"{page.stem}.html").read_text(encoding="utf-8")
+        launches = [href.replace("&amp;", "&") for href in re.findall(r'href="([^"]*git-pull[^"]*)"', html)]
+        chapter = [url for url in launches if "chapters" in url]
+        assert chapter, f"{page.name}: no launch link to the chapter's notebook"
+        for url in chapter:
+            urlpath = parse_qs(urlsplit(url).query)["urlpath"][0]
+            assert urlpath.endswith(settings.chapter_path.format(page=page.stem)), urlpath
+        assert not [url for url in launches if url.split("?")[1].find(".md") >= 0], launches
+        notebook = built_book / settings.chapter_path.format(page=page.stem)
+        parsed = nbformat.read(notebook, as_version=4)
+        nbformat.validate(parsed)
+        code = [cell.source for cell in parsed.cells if cell.cell_type == "code"]
+        assert code and any("import" in source for source in code), page.name
+    results = sorted(p.name for p in (built_book / "chapters" / "results").glob("*.json"))
+    assert "bottleneck.json" in results and "dates_decoder.json" in results

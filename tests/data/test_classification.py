@@ -29,6 +29,11 @@ def label_by_hand(words, task):
             or all(word in NEGATIVE_WORDS for word in planted)
         ), planted
         return 1 if planted[0] in POSITIVE_WORDS else 0
+    if task == "majority":
+        n_positive = sum(word in POSITIVE_WORDS for word in planted)
+        n_negative = sum(word in NEGATIVE_WORDS for word in planted)
+        assert n_positive + n_negative == len(planted) and n_positive != n_negative, planted
+        return 1 if n_positive > n_negative else 0
     assert sorted(planted) == ["ping", "pong"], planted
     return 1 if planted == ["ping", "pong"] else 0
 
@@ -61,7 +66,7 @@ def test_labels_are_balanced(task):
         assert abs(int((labels == 1).sum()) - int((labels == 0).sum())) <= 1
 
 
-@pytest.mark.parametrize(("task", "n_planted"), [("keyword", 1), ("keyword", 3), ("order", 2)])
+@pytest.mark.parametrize(("task", "n_planted"), [("keyword", 1), ("keyword", 3), ("order", 2), ("majority", 5)])
 def test_planted_marks_exactly_the_planted_words(task, n_planted):
     data = generate_classification(400, seed=1, task=task, n_planted=n_planted)
     np.testing.assert_array_equal(data.planted.sum(axis=1), n_planted)
@@ -112,6 +117,31 @@ def test_order_task_holds_the_same_bag_of_words_in_both_classes():
         assert (planted == ["ping", "pong"]) == bool(data.labels[row])
 
 
+@pytest.mark.parametrize("n_planted", [1, 2, 4, 5])
+def test_majority_task_mixes_both_kinds_with_every_majority_count(n_planted):
+    data = generate_classification(3000, seed=8, task="majority", n_planted=n_planted)
+    counts = {0: set(), 1: set()}
+    for row in range(len(data)):
+        planted = [data.vocab.symbols[i] for i in data.ids[row][data.planted[row]]]
+        n_own = sum(word in (POSITIVE_WORDS if data.labels[row] else NEGATIVE_WORDS) for word in planted)
+        counts[int(data.labels[row])].add(n_own)
+    majorities = set(range(n_planted // 2 + 1, n_planted + 1))
+    assert counts[0] == counts[1] == majorities, counts
+    if n_planted >= 3:  # both kinds in one sequence: the minority must be read too
+        mixed = [row for row in range(len(data))
+                 if len({word in POSITIVE_WORDS for word in words_of(data, row) if word in PLANTED_WORDS}) == 2]
+        assert len(mixed) > len(data) / 3
+
+
+def test_majority_keeps_the_keyword_tasks_data():
+    """The majority task was added later: the keyword task's sequences for a seed did not change."""
+    keyword = generate_classification(50, seed=9, task="keyword", n_planted=3)
+    majority = generate_classification(50, seed=9, task="majority", n_planted=3)
+    np.testing.assert_array_equal(keyword.planted, majority.planted)
+    np.testing.assert_array_equal(keyword.labels, majority.labels)
+    np.testing.assert_array_equal(keyword.ids[~keyword.planted], majority.ids[~majority.planted])
+
+
 def test_planted_positions_spread_over_the_sequence():
     data = generate_classification(2000, seed=4, min_length=30, max_length=30, n_planted=1)
     positions = np.argmax(data.planted, axis=1)
@@ -143,6 +173,9 @@ def test_rule_label_refuses_sequences_no_task_makes():
     assert rule_label(["pong", "a", "ping"], "order") == 0
     with pytest.raises(ValueError, match="no keyword"):
         rule_label(["the", "film"], "keyword")
+    assert rule_label(["great", "awful", "superb"], "majority") == 1
+    with pytest.raises(ValueError, match="1 of each"):
+        rule_label(["great", "the", "awful"], "majority")
     with pytest.raises(ValueError, match="both kinds"):
         rule_label(["great", "awful"], "keyword")
     with pytest.raises(ValueError, match="exactly one 'ping' and one 'pong'"):

@@ -1,0 +1,217 @@
+"""Soft visual attention for image captioning: does each object word look at its object?
+
+The data (``attention_course.data.captions``): 64x64 images of one to three coloured shapes on a
+4x4 grid, captioned ("a red circle above a blue square"), with every object's pixels known.
+The model (``CaptionDecoder`` of either track) attends over a grid of features at every word:
+
+* on the NumPy track over a *given* grid: ``patch_features``, each cell of the objects' 4x4
+  grid as its pixels averaged down to 4x4x3 values, and the cell's row and column (one-hot);
+* on the torch track over the last feature map of a small CNN (``CNNCaptioner``: four
+  2x2 convolutions of stride 2, a 4x4 grid of 16 features), trained with the decoder end
+  to end from pixels.
+
+Measured on held-out images: exact match and BLEU (sacrebleu) of the greedy captions, and for
+every object word of the test captions (a colour or a shape; teacher forcing) whether the grid
+cell with the largest weight lies on that object (``object_hit_rate``), from the generator's
+object masks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.configs import CaptionerConfig
+from ..data.captions import (CAPTION_VOCABULARY, COLOUR_NAMES, NO_OBJECT, SHAPE_NAMES, CaptionData, encode_captions,
+                             generate_captions)
+from ..training import TrainConfig
+from .common import (TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
+                     peak_rss_mb, result_summary, stopping_rules)
+
+__all__ = ["DEFAULTS", "patch_features", "make_data", "build_model", "model_inputs", "bleu", "measure",
+           "object_hits", "train", "train_command"]
+
+VOCAB = CAPTION_VOCABULARY
+# The NumPy track's given grid: the objects' own 4x4 grid, each cell pooled to 4x4 pixels.
+PATCH_GRID, PATCH_POOL = 4, 4
+# The torch track's CNN: four 2x2 convolutions of stride 2 (64 -> 4), the last 16 wide. In trial
+# runs a 64-wide last layer left the decoder's attention nearly uniform (the mean feature that
+# starts the decoder can hold the whole scene); a 16-wide one made it sharper.
+DEFAULTS = {
+    "numpy": {"hidden_size": 64, "lr": 0.01, "reset_after": False, "batch_size": 64,
+              "grid_size": PATCH_GRID},
+    "torch": {"hidden_size": 64, "lr": 0.01, "reset_after": True, "batch_size": 64, "grid_size": 4,
+              "cnn_channels": (16, 32, 32), "feature_size": 16},
+}
+STOPPING = {"epochs": 20, "target_accuracy": 1.0}
+
+
+def patch_features(images: np.ndarray, grid_size: int = PATCH_GRID, pool: int = PATCH_POOL) -> np.ndarray:
+    """A given grid of features: each cell's pixels averaged down to ``pool x pool``, and its place.
+
+    Cell ``(i, j)`` of a ``grid_size x grid_size`` grid over the image becomes the vector of its
+    ``pool x pool x 3`` block averages, then ``grid_size`` values one-hot in its row and
+    ``grid_size`` one-hot in its column (where it is: the captions say "above", "left of").
+
+    Shapes:
+        images: (N, S, S, 3).  returns: (N, grid_size**2, pool*pool*3 + 2*grid_size) float32.
+    """
+    N, S, _, C = images.shape
+    g = grid_size
+    if S % (g * pool):
+        raise ValueError(f"grid_size * pool = {g * pool} must divide the image size {S}")
+    block = S // (g * pool)
+    pooled = images.reshape(N, g, pool, block, g, pool, block, C).mean(axis=(3, 6))  # (N, g, p, g, p, C)
+    cells = pooled.transpose(0, 1, 3, 2, 4, 5).reshape(N, g * g, pool * pool * C)  # (N, L, p*p*C)
+    rows, columns = np.divmod(np.arange(g * g), g)
+    place = np.concatenate([np.eye(g)[rows], np.eye(g)[columns]], axis=1)  # (L, 2g)
+    return np.concatenate([cells, np.broadcast_to(place, (N, g * g, 2 * g))], axis=2).astype(np.float32)
+
+
+def make_data(n_train: int = 3000, n_validation: int = 300, n_test: int = 500, seed: int = 0):
+    """``(train, validation, test)`` ``CaptionData``, drawn one after another from ``seed``."""
+    rng = np.random.default_rng(seed)
+    return tuple(generate_captions(n, rng) for n in (n_train, n_validation, n_test))
+
+
+def model_inputs(track: str, data: CaptionData) -> np.ndarray:
+    """What the model of ``track`` reads: patch features (NumPy) or the images themselves (torch)."""
+    return patch_features(data.images) if track == "numpy" else data.images
+
+
+def build_model(track: str, config: CaptionerConfig, seed: int = 0):
+    """NumPy: a ``CaptionDecoder`` over given features; torch: a ``CNNCaptioner`` from pixels."""
+    if track == "numpy":
+        from ..numpy_track.captioning import CaptionDecoder
+
+        return CaptionDecoder(config, rng=np.random.default_rng(seed))
+    import torch
+
+    from ..torch_track.captioning import CNNCaptioner
+
+    torch.manual_seed(seed)
+    return CNNCaptioner(config, rng=np.random.default_rng(seed))
+
+
+def bleu(hypotheses: list[str], references: list[str]) -> float:
+    """Corpus BLEU (0 to 100) of the hypotheses against one reference each, by sacrebleu."""
+    import sacrebleu
+
+    return float(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+
+
+def object_hits(attention: np.ndarray, data: CaptionData, grid_size: int) -> np.ndarray:
+    """For every object word of the captions, whether its step's largest weight lies on its object.
+
+    ``attention[n, t]`` are the weights of the step that predicts caption word t (teacher
+    forcing). A hit: the cell with the largest weight covers some pixel of the object the word
+    names (``CaptionData.word_regions``).
+
+    Shapes:
+        attention: (N, T, L), L = grid_size**2, T >= the longest caption.
+        returns: (M,) bool, one entry per object word.
+    """
+    regions = data.word_regions(grid_size)  # (N, L_cap, g, g)
+    N, L_cap = data.word_objects.shape
+    rows, steps = np.nonzero(data.word_objects != NO_OBJECT)
+    looked_at = attention[rows, steps].argmax(axis=-1)  # (M,)
+    return regions.reshape(N, L_cap, -1)[rows, steps, looked_at] > 0
+
+
+def measure(model, track: str, data: CaptionData, inputs: np.ndarray | None = None) -> dict:
+    """Greedy captions, exact match, BLEU, and the object words' hit rate (teacher forcing).
+
+    Returns a dict: ``exact_match``, ``bleu``, ``object_hit_rate`` (and ``object_hit_rate_by_word``,
+    for colour and shape words apart), ``captions`` (the greedy ones), ``generated_attention``
+    (N, T_out, L, while generating) and ``attention`` (N, T, L, teacher forcing).
+    """
+    inputs = model_inputs(track, data) if inputs is None else inputs
+    length = max(len(caption.split(" ")) for caption in data.captions) + 1
+    ids, generated_attention = call(model, track, "generate", inputs, VOCAB.bos_id, length, None, batch_size=256)
+    captions = [VOCAB.decode(row) for row in ids]
+    decoder_input, _, _ = encode_captions(data.captions, VOCAB)
+    attention = call(model, track, "attend", inputs, decoder_input, batch_size=256)
+    grid_size = model.config.grid_size
+    hits = object_hits(attention, data, grid_size)
+    rows, steps = np.nonzero(data.word_objects != NO_OBJECT)
+    words = np.array([data.captions[row].split(" ")[step] for row, step in zip(rows, steps)])
+    return {
+        "exact_match": float(np.mean([c == r for c, r in zip(captions, data.captions)])),
+        "bleu": bleu(captions, data.captions),
+        "object_hit_rate": float(hits.mean()),
+        "object_hit_rate_by_word": {"colour": float(hits[np.isin(words, COLOUR_NAMES)].mean()),
+                                    "shape": float(hits[np.isin(words, SHAPE_NAMES)].mean())},
+        "captions": captions,
+        "generated_attention": generated_attention,
+        "attention": attention,
+    }
+
+
+def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation: int = 300, n_test: int = 500,
+          embed_dim: int = 32, hidden_size: int | None = None, attention_size: int = 32,
+          coverage_weight: float = 0.0, lr: float | None = None, batch_size: int | None = None,
+          eval_every: int = 50, device: str = "cpu", progress: bool = False, log=None, **stopping) -> TaskRun:
+    """Generate images and captions, train a captioner on ``track``, and measure it on the test images.
+
+    ``stopping``: ``epochs``, ``max_steps``, ``max_seconds``, ``target_accuracy`` (validation
+    exact match); by default 20 epochs, or every validation caption right.
+    """
+    defaults = DEFAULTS[track]
+    train_data, validation, test = make_data(n_train, n_validation, n_test, seed)
+    train_inputs = model_inputs(track, train_data)
+    validation_inputs = model_inputs(track, validation)
+    feature_size = train_inputs.shape[-1] if track == "numpy" else defaults["feature_size"]
+    config = CaptionerConfig(len(VOCAB), feature_size, embed_dim=embed_dim,
+                             hidden_size=hidden_size or defaults["hidden_size"], attention_size=attention_size,
+                             coverage_weight=coverage_weight, reset_after=defaults["reset_after"],
+                             grid_size=defaults["grid_size"], cnn_channels=defaults.get("cnn_channels", ()))
+    model = build_model(track, config, seed)
+    decoder_input, decoder_target, target_mask = encode_captions(train_data.captions, VOCAB)
+    length = decoder_input.shape[1]
+    rules = {name: value for name, value in stopping.items() if value is not None} or dict(STOPPING)
+    train_config = TrainConfig(batch_size=batch_size or defaults["batch_size"], lr=lr or defaults["lr"],
+                               eval_every=eval_every, seed=seed, **rules)
+
+    def evaluate() -> float:
+        ids, _ = call(model, track, "generate", validation_inputs, VOCAB.bos_id, length, None, batch_size=256)
+        return float(np.mean([VOCAB.decode(row) == caption for row, caption in zip(ids, validation.captions)]))
+
+    inputs_name = "features" if track == "numpy" else "images"
+    arrays = {inputs_name: train_inputs, "decoder_input": decoder_input, "decoder_target": decoder_target,
+              "target_mask": target_mask}
+    result = fit(model, track, arrays, train_config, evaluate, progress=progress, log=log, device=device)
+    measured = measure(model, track, test)
+    summary = {
+        "test_exact_match": measured["exact_match"],
+        "test_bleu": round(measured["bleu"], 2),
+        "object_hit_rate": measured["object_hit_rate"],
+        "object_hit_rate_by_word": measured["object_hit_rate_by_word"],
+        "coverage_weight": coverage_weight,
+        "validation_exact_match": result.test_exact_match,
+        **result_summary(result),
+        "n_parameters": num_parameters(model, track),
+        "track": track,
+        "device": device,
+        "model": "attention",
+        "task": "caption",
+        "seed": seed,
+        "n_train": n_train,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+    return TaskRun(model=model, summary=summary, result=result, test=test, extra={"measured": measured})
+
+
+# Options of ``attention-course train`` that this task reads.
+OPTIONS = {"task", "track", "device", "model", "n_train", "n_test", "epochs", "max_steps", "max_seconds",
+           "target_accuracy", "seed", "out", "batch_size", "lr", "embed_dim", "hidden_size", "eval_every",
+           "no_progress"}
+
+
+def train_command(args) -> dict:
+    """``attention-course train --task caption``: train, write ``history.json``, return the summary."""
+    check_task_command(args, OPTIONS, ("attention",), "has one model, attention")
+
+    run = train(track=args.track, seed=args.seed, n_train=args.n_train or 3000, n_test=args.n_test or 500,
+                embed_dim=args.embed_dim, hidden_size=args.hidden_size, lr=args.lr, batch_size=args.batch_size,
+                eval_every=args.eval_every, device=args.device or "cpu", progress=not args.no_progress, log=log_to_stderr,
+                **stopping_rules(args, STOPPING))
+    return finish_command(args, run)

@@ -1,0 +1,578 @@
+"""Training on the Neural Turing Machine's copy task (chapter 10): the NTM, and an LSTM without memory
+as the baseline, on either track.
+
+Every step draws a fresh batch of random bit sequences (``attention_course.data.generate_copy_task``,
+lengths ``min_length .. max_length``) from a generator seeded once, so a run is deterministic for its
+seed. The loss is the mean binary cross-entropy of the output phase's bits; the score is the **bit
+accuracy**: the fraction of those bits that the sign of the logit gets right. Training stops at the
+first of ``max_steps``, ``max_seconds`` or a test bit accuracy >= ``target_accuracy`` (checked every
+``eval_every`` steps on a fixed test set), and keeps the weights of the best evaluation.
+
+A checkpoint is a folder with ``config.json`` (the model's kind and size, and what the run measured)
+and ``weights.npz``, readable by either track. ``attention-course train --task copy --model ntm``
+(``copy_command``) writes one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .core.configs import NTMConfig
+from .data import CopyTaskData, generate_copy_task
+
+__all__ = [
+    "COPY_FORMAT",
+    "COPY_MODELS",
+    "CopyTrainConfig",
+    "CopyTrainResult",
+    "copy_model_config",
+    "build_copy_model",
+    "threads",
+    "bit_accuracy",
+    "predict",
+    "evaluate_lengths",
+    "train_copy",
+    "save_copy_checkpoint",
+    "load_copy_checkpoint",
+    "copy_command",
+]
+
+COPY_FORMAT = "attention-course-copy-checkpoint/1"
+COPY_MODELS = ("ntm", "lstm")
+WIDTH = 8  # bits per vector, as in Graves et al.
+# The LSTM baseline's width: 120 units give it about as many parameters as the default NTM
+# (63,368 against 62,260).
+LSTM_HIDDEN_SIZE = 120
+
+
+@dataclass
+class CopyTrainConfig:
+    """How to train on the copy task. ``test_size`` sequences of lengths ``min_length .. max_length``
+    (seed ``seed + 10_000``) are the test set that the stopping rule and the kept weights look at."""
+
+    batch_size: int = 32
+    lr: float = 1e-3
+    max_grad_norm: float = 10.0
+    min_length: int = 1
+    max_length: int = 20
+    width: int = WIDTH
+    max_steps: int | None = None
+    max_seconds: float | None = None
+    target_accuracy: float | None = None
+    eval_every: int = 100
+    test_size: int = 256
+    seed: int = 0
+    threads: int | None = (
+        1  # the steps are many small operations: one thread is as fast, and robust to load
+    )
+
+    def __post_init__(self) -> None:
+        if (
+            self.max_steps is None
+            and self.max_seconds is None
+            and self.target_accuracy is None
+        ):
+            raise ValueError(
+                "give at least one of max_steps, max_seconds, target_accuracy"
+            )
+        if not 1 <= self.min_length <= self.max_length:
+            raise ValueError(
+                f"lengths: expected 1 <= min_length <= max_length, got {self.min_length}, "
+                f"{self.max_length}"
+            )
+        for name in ("batch_size", "eval_every", "test_size", "width"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass
+class CopyTrainResult:
+    steps: int = 0
+    train_seconds: float = 0.0
+    stopped_because: str = ""
+    losses: list = field(default_factory=list)
+    evaluations: list = field(
+        default_factory=list
+    )  # (step, seconds, test bit accuracy)
+    best_step: int | None = None
+    # The process's CPU seconds (all threads) at each evaluation and at the end: with one thread,
+    # what the run would take on an idle core, whatever else the machine was doing.
+    evaluation_cpu_seconds: list = field(default_factory=list)
+    cpu_seconds: float = 0.0
+
+    @property
+    def test_bit_accuracy(self) -> float | None:
+        """The test bit accuracy of the weights training ended with (the best evaluation's)."""
+        return (
+            max(accuracy for _, _, accuracy in self.evaluations)
+            if self.evaluations
+            else None
+        )
+
+    def first_reaching(self, accuracy: float) -> tuple[int, float] | None:
+        """``(step, seconds)`` of the first evaluation at or above ``accuracy``, or None."""
+        for step, seconds, value in self.evaluations:
+            if value >= accuracy:
+                return step, seconds
+        return None
+
+    def cpu_seconds_reaching(self, accuracy: float) -> float | None:
+        """The CPU seconds at the first evaluation at or above ``accuracy``, or None."""
+        for (_, _, value), cpu in zip(self.evaluations, self.evaluation_cpu_seconds):
+            if value >= accuracy:
+                return cpu
+        return None
+
+
+def copy_model_config(kind: str, dtype: str = "float32", **sizes) -> dict:
+    """The size of a copy-task model of ``kind`` ("ntm" or "lstm"), as plain values (a checkpoint's "config")."""
+    if kind == "ntm":
+        return NTMConfig(
+            input_size=WIDTH + 1, output_size=WIDTH, dtype=dtype, **sizes
+        ).to_dict()
+    if kind == "lstm":
+        values = {
+            "input_size": WIDTH + 1,
+            "output_size": WIDTH,
+            "hidden_size": LSTM_HIDDEN_SIZE,
+            "dtype": dtype,
+        }
+        unknown = sorted(set(sizes) - set(values))
+        if unknown:
+            raise ValueError(f"lstm: unknown sizes {unknown}; give hidden_size")
+        return {**values, **sizes}
+    raise ValueError(
+        f"model: expected one of {list(COPY_MODELS)} for the copy task, got {kind!r}"
+    )
+
+
+def build_copy_model(kind: str, config: dict, track: str = "torch", seed: int = 0):
+    """A fresh NTM or LSTM baseline of ``track``, its weights drawn from ``seed`` (the same on both tracks)."""
+    rng = np.random.default_rng(seed)
+    if track == "torch":
+        import torch
+
+        from .torch_track import ntm as module
+
+        torch.manual_seed(seed)
+    elif track == "numpy":
+        from .numpy_track import ntm as module
+    else:
+        raise ValueError(f"track: expected 'numpy' or 'torch', got {track!r}")
+    if kind == "ntm":
+        return module.NTM(NTMConfig(**config), rng=rng)
+    config = dict(config)
+    dtype = config.pop("dtype")
+    if track == "torch":
+        from .torch_track.base import resolve_dtype
+
+        dtype = resolve_dtype(dtype)
+    return module.LSTMBaseline(
+        config["input_size"],
+        config["output_size"],
+        config["hidden_size"],
+        rng=rng,
+        dtype=dtype,
+    )
+
+
+def _is_torch(model) -> bool:
+    return type(model).__module__.startswith("attention_course.torch_track")
+
+
+@contextmanager
+def threads(count: int | None = 1):
+    """Run with ``count`` threads for torch and the BLAS (None: as they are).
+
+    The copy task's steps are many small operations: one thread is as fast as two, and two threads
+    that spin-wait for each other slow down tenfold when another process wants the cores.
+    """
+    if count is None:
+        yield
+        return
+    import sys
+
+    from threadpoolctl import threadpool_limits
+
+    torch = sys.modules.get("torch")
+    previous = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(count)
+    try:
+        with threadpool_limits(count, user_api="blas"):
+            yield
+    finally:
+        if torch is not None:
+            torch.set_num_threads(previous)
+
+
+def predict(model, inputs: np.ndarray, chunk: int = 512) -> np.ndarray:
+    """The model's logits for ``inputs`` (N, T, width + 1), as a NumPy array (N, T, width), without gradients."""
+    with threads(1):
+        return _predict(model, inputs, chunk)
+
+
+def _predict(model, inputs: np.ndarray, chunk: int) -> np.ndarray:
+    outputs = []
+    for start in range(0, len(inputs), chunk):
+        part = inputs[start : start + chunk]
+        if _is_torch(model):
+            import torch
+
+            parameter = next(model.parameters())
+            was_training = model.training
+            model.eval()
+            try:
+                with torch.no_grad():
+                    logits = model(
+                        torch.from_numpy(np.ascontiguousarray(part)).to(
+                            parameter.device, parameter.dtype
+                        )
+                    )
+            finally:
+                model.train(was_training)
+            outputs.append(logits.float().cpu().numpy())
+        else:
+            dtype = next(value for _, value, _ in model.named_parameters()).dtype
+            outputs.append(model.forward(part.astype(dtype)))
+    return np.concatenate(outputs)
+
+
+def _steps_needed(data: CopyTaskData) -> int:
+    """Every row is done after its own 2 L + 1 steps: the batch needs no more than its longest row's."""
+    return 2 * int(data.lengths.max()) + 1
+
+
+def bit_accuracy(model, data: CopyTaskData) -> float:
+    """The fraction of the output phase's bits whose logit has the right sign (> 0 for a 1)."""
+    T = _steps_needed(data)
+    logits = predict(model, data.inputs[:, :T])
+    mask = data.target_mask[:, :T]
+    return float(((logits[mask] > 0) == (data.targets[:, :T][mask] > 0.5)).mean())
+
+
+def evaluate_lengths(
+    model, lengths, n: int = 100, seed: int = 20_000
+) -> dict[int, float]:
+    """Bit accuracy on ``n`` fresh sequences of each length in ``lengths`` (seed ``seed + length``)."""
+    return {
+        int(L): bit_accuracy(
+            model,
+            generate_copy_task(
+                n, seed=seed + int(L), width=WIDTH, min_length=int(L), max_length=int(L)
+            ),
+        )
+        for L in lengths
+    }
+
+
+def _torch_step(model, config: CopyTrainConfig):
+    import torch
+
+    from .torch_track.ntm import SigmoidCrossEntropy
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    loss_layer = SigmoidCrossEntropy()
+    parameter = next(model.parameters())
+
+    def step(data: CopyTaskData) -> float:
+        T = _steps_needed(data)
+        tensors = [
+            torch.from_numpy(np.ascontiguousarray(array[:, :T])).to(parameter.device)
+            for array in (data.inputs, data.targets, data.target_mask)
+        ]
+        inputs, targets = (tensor.to(parameter.dtype) for tensor in tensors[:2])
+        loss = loss_layer(model(inputs), targets, tensors[2])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        optimizer.step()
+        return loss.item()
+
+    def snapshot():
+        return {
+            name: value.detach().clone() for name, value in model.state_dict().items()
+        }
+
+    return step, snapshot, model.load_state_dict
+
+
+def _numpy_step(model, config: CopyTrainConfig):
+    from .numpy_track.ntm import SigmoidCrossEntropy
+    from .numpy_track.optim import Adam, clip_grad_norm
+
+    optimizer = Adam(model, lr=config.lr)
+    loss_layer = SigmoidCrossEntropy()
+    grads = [grad for _, _, grad in model.named_parameters()]
+    dtype = grads[0].dtype
+
+    def step(data: CopyTaskData) -> float:
+        T = _steps_needed(data)
+        loss = loss_layer.forward(
+            model.forward(data.inputs[:, :T].astype(dtype)),
+            data.targets[:, :T].astype(dtype),
+            data.target_mask[:, :T],
+        )
+        model.backward(loss_layer.backward())
+        clip_grad_norm(grads, config.max_grad_norm)
+        optimizer.step()
+        return loss
+
+    return step, model.state_dict, model.load_state_dict
+
+
+def train_copy(
+    model,
+    config: CopyTrainConfig,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> CopyTrainResult:
+    """Train ``model`` (either track's NTM or LSTM baseline) on fresh copy-task batches until a stopping rule fires."""
+    from tqdm.auto import tqdm
+
+    torch_model = _is_torch(model)
+    step, snapshot, restore = (_torch_step if torch_model else _numpy_step)(
+        model, config
+    )
+    c = config
+    test = generate_copy_task(
+        c.test_size,
+        seed=c.seed + 10_000,
+        width=c.width,
+        min_length=c.min_length,
+        max_length=c.max_length,
+    )
+    rng = np.random.default_rng(c.seed)
+    result, best = CopyTrainResult(), None
+    bar = tqdm(
+        total=c.max_steps,
+        disable=not progress,
+        unit="step",
+        dynamic_ncols=True,
+        mininterval=0.5,
+    )
+    start, cpu_start = time.perf_counter(), time.process_time()
+    try:
+        with threads(c.threads):
+            while True:
+                data = generate_copy_task(
+                    c.batch_size,
+                    seed=rng,
+                    width=c.width,
+                    min_length=c.min_length,
+                    max_length=c.max_length,
+                )
+                loss = step(data)
+                result.steps += 1
+                result.losses.append(loss)
+                bar.update(1)
+                if not np.isfinite(loss):
+                    result.stopped_because = "loss is not finite"
+                    break
+                if result.steps % c.eval_every == 0:
+                    accuracy = bit_accuracy(model, test)
+                    result.evaluations.append(
+                        (result.steps, round(time.perf_counter() - start, 3), accuracy)
+                    )
+                    result.evaluation_cpu_seconds.append(
+                        round(time.process_time() - cpu_start, 3)
+                    )
+                    if best is None or accuracy > best[0]:
+                        best = (accuracy, result.steps, snapshot())
+                    bar.set_postfix(loss=f"{loss:.4f}", bit_accuracy=f"{accuracy:.4f}")
+                    if log is not None:
+                        log(
+                            f"step {result.steps}: loss {loss:.4f}, test bit accuracy {accuracy:.4f}"
+                        )
+                    if c.target_accuracy is not None and accuracy >= c.target_accuracy:
+                        result.stopped_because = "target accuracy reached"
+                        break
+                if c.max_steps is not None and result.steps >= c.max_steps:
+                    result.stopped_because = "max_steps reached"
+                    break
+                if (
+                    c.max_seconds is not None
+                    and time.perf_counter() - start >= c.max_seconds
+                ):
+                    result.stopped_because = "max_seconds reached"
+                    break
+    finally:
+        bar.close()
+    result.train_seconds = time.perf_counter() - start
+    result.cpu_seconds = time.process_time() - cpu_start
+    if not result.evaluations or result.evaluations[-1][0] != result.steps:
+        if np.isfinite(result.losses[-1]):
+            accuracy = bit_accuracy(model, test)
+            result.evaluations.append(
+                (result.steps, round(result.train_seconds, 3), accuracy)
+            )
+            result.evaluation_cpu_seconds.append(round(result.cpu_seconds, 3))
+            if best is None or accuracy > best[0]:
+                best = (accuracy, result.steps, None)
+    if best is not None:
+        result.best_step = best[1]
+        if best[2] is not None and best[1] != result.steps:
+            restore(best[2])
+            if log is not None:
+                log(
+                    f"restored the weights of step {best[1]} (test bit accuracy {best[0]:.4f}, the best evaluation)"
+                )
+    return result
+
+
+def _weights(model) -> dict[str, np.ndarray]:
+    if _is_torch(model):
+        return {
+            name: value.detach().cpu().float().numpy()
+            for name, value in model.named_parameters()
+        }
+    return {
+        name: value.astype(np.float32) for name, value in model.state_dict().items()
+    }
+
+
+def save_copy_checkpoint(
+    directory, kind: str, config: dict, model, extra: dict | None = None
+) -> Path:
+    """Write ``config.json`` (kind, size, ``extra``) and ``weights.npz`` (float32) for a copy-task model."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(directory / "weights.npz", **_weights(model))
+    description = {
+        "format": COPY_FORMAT,
+        "model": kind,
+        "config": config,
+        **(extra or {}),
+    }
+    (directory / "config.json").write_text(json.dumps(description, indent=2) + "\n")
+    return directory
+
+
+def load_copy_checkpoint(directory, track: str = "torch"):
+    """Returns ``(model, description)``: the checkpoint's model on ``track``, in eval mode on the CPU.
+
+    Raises:
+        CheckpointError: a folder that is missing, incomplete or not a copy-task checkpoint.
+    """
+    from .checkpoint import CheckpointError
+
+    directory = Path(directory)
+    config_path, weights_path = directory / "config.json", directory / "weights.npz"
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise CheckpointError(
+                f"{directory} is not a copy-task checkpoint: {path.name} is missing"
+            )
+    description = json.loads(config_path.read_text())
+    if description.get("format") != COPY_FORMAT:
+        raise CheckpointError(
+            f"{config_path}: not a copy-task checkpoint (format {description.get('format')!r})"
+        )
+    model = build_copy_model(description["model"], description["config"], track)
+    with np.load(weights_path, allow_pickle=False) as stored:
+        weights = {name: stored[name] for name in stored.files}
+    if track == "torch":
+        from .torch_track.track import load_weights
+
+        load_weights(model, weights)
+        model.eval()
+    else:
+        model.load_state_dict(weights)
+    return model, description
+
+
+def copy_command(args) -> dict:
+    """``attention-course train --task copy --model ntm|lstm``: train, measure, save; the JSON summary."""
+    import sys
+
+    from .cli import UsageError
+
+    if args.model not in COPY_MODELS:
+        raise UsageError(
+            f"--model {args.model}: the copy task trains --model ntm or --model lstm"
+        )
+    if args.device not in (None, "cpu") or args.amp:
+        raise UsageError("the copy task trains on the CPU: drop --device and --amp")
+    if args.train is not None or args.test is not None:
+        raise UsageError("the copy task generates its own data: drop --train/--test")
+    stopping = dict(
+        max_steps=args.max_steps,
+        max_seconds=args.max_seconds,
+        target_accuracy=args.target_accuracy,
+    )
+    if all(value is None for value in stopping.values()):
+        stopping.update(max_seconds=600.0, target_accuracy=0.999)
+    config = CopyTrainConfig(
+        batch_size=args.batch_size or 32, lr=args.lr or 1e-3, seed=args.seed, **stopping
+    )
+    sizes = (
+        {"controller_size": args.hidden_size}
+        if args.model == "ntm" and args.hidden_size
+        else {}
+    )
+    if args.model == "lstm" and args.hidden_size:
+        sizes = {"hidden_size": args.hidden_size}
+    model_config = copy_model_config(args.model, **sizes)
+    model = build_copy_model(args.model, model_config, args.track, seed=args.seed)
+    n_parameters = sum(value.size for value in _weights(model).values())
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log(
+        f"training {args.model} ({n_parameters:,} parameters, {args.track} track) on the copy task, lengths "
+        f"{config.min_length}-{config.max_length}"
+    )
+    result = train_copy(model, config, progress=not args.no_progress, log=log)
+    log(f"stopped: {result.stopped_because}")
+    by_length = evaluate_lengths(model, [10, 20, 30, 40, 60, 80], n=100)
+    reached = result.first_reaching(0.99)
+    summary = {
+        "test_bit_accuracy": result.test_bit_accuracy,
+        "bit_accuracy_by_length": by_length,
+        "train_seconds": round(result.train_seconds, 3),
+        "cpu_seconds": round(result.cpu_seconds, 3),
+        "steps": result.steps,
+        "seconds_to_99": None if reached is None else reached[1],
+        "cpu_seconds_to_99": result.cpu_seconds_reaching(0.99),
+        "steps_to_99": None if reached is None else reached[0],
+        "stopped_because": result.stopped_because,
+        "best_step": result.best_step,
+        "parameters": n_parameters,
+        "track": args.track,
+        "model": args.model,
+        "task": "copy",
+        "seed": args.seed,
+        "train_config": asdict(config),
+    }
+    out = args.out if args.out is not None else Path("runs") / f"copy-{args.model}"
+    summary["command"] = _command_line(args, out)
+    save_copy_checkpoint(
+        out / "checkpoint", args.model, model_config, model, extra={"trained": summary}
+    )
+    (out / "history.json").write_text(
+        json.dumps({"losses": result.losses, "evaluations": result.evaluations,
+                    "evaluation_cpu_seconds": result.evaluation_cpu_seconds}) + "\n"
+    )
+    summary["checkpoint"] = str(out / "checkpoint")
+    return summary
+
+
+def _command_line(args, out: Path) -> str:
+    """The command that trains this model again (the options that were given)."""
+    parts = ["attention-course train --task copy", f"--model {args.model}", f"--track {args.track}",
+             f"--seed {args.seed}"]
+    for option, value in (("--max-seconds", args.max_seconds), ("--max-steps", args.max_steps),
+                          ("--target-accuracy", args.target_accuracy), ("--hidden-size", args.hidden_size),
+                          ("--batch-size", args.batch_size), ("--lr", args.lr)):
+        if value is not None:
+            parts.append(f"{option} {value:g}" if isinstance(value, float) else f"{option} {value}")
+    return " ".join(parts + [f"--out {out}"])
+

@@ -1,0 +1,66 @@
+"""attention_course.book: the results of the experiments (``load_results``, ``over_seeds``) and
+the Sphinx hook that keeps one copy of each script on a page."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from attention_course import book
+
+RECORDS = [
+    {"model": "plain", "seed": 0, "exact_match": 0.5, "by_length": [1.0, 0.5, None]},
+    {"model": "plain", "seed": 1, "exact_match": 0.7, "by_length": [1.0, 0.7, 0.1]},
+    {"model": "attention", "seed": 0, "exact_match": 1.0, "by_length": [1.0, 1.0, 1.0]},
+]
+
+
+def test_over_seeds_gives_mean_spread_and_seeds_of_numbers_and_lists():
+    mean, sd, seeds = book.over_seeds(RECORDS, "exact_match", model="plain")
+    assert (mean, seeds) == (pytest.approx(0.6), [0, 1])
+    assert sd == pytest.approx(np.std([0.5, 0.7], ddof=1))
+    mean, sd, _ = book.over_seeds(RECORDS, "by_length", model="plain")
+    assert mean[:2] == pytest.approx([1.0, 0.6]) and np.isnan(mean[2])
+    mean, sd, seeds = book.over_seeds(RECORDS, "exact_match", model="attention")
+    assert (mean, sd, seeds) == (1.0, 0.0, [0])
+
+
+def test_over_seeds_names_a_selection_that_matches_nothing():
+    with pytest.raises(ValueError, match="transformer"):
+        book.over_seeds(RECORDS, "exact_match", model="transformer")
+
+
+def test_load_results_reads_results_beside_the_page_first(tmp_path, monkeypatch):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "demo.json").write_text(json.dumps({"records": [1, 2]}))
+    monkeypatch.chdir(tmp_path)
+    assert book.load_results("demo") == {"records": [1, 2]}
+    with pytest.raises(FileNotFoundError, match="tools/experiments"):
+        book.load_results("no_such_experiment")
+
+
+def test_the_committed_results_of_chapters_1_to_7_load():
+    names = ["bottleneck", "dates_scores", "dates_encoder", "dates_decoder", "dates_skips",
+             "translation_bleu"]
+    for name in names:
+        results = book.load_results(name)
+        assert results["records"], name
+        assert results["command"].startswith(".venv/bin/python -m tools.experiments."), name
+
+
+def test_a_page_keeps_one_copy_of_each_script():
+    def script(filename, **attributes):
+        return SimpleNamespace(filename=filename, attributes=attributes, priority=500)
+
+    config = script(None, body="const THEBE_JS_URL = 1")
+    scripts = [config, script("a.js"), script("", body="const THEBE_JS_URL = 1"),
+               script("a.js", **{"async": "async"}), script(None, body="var x = 2")]
+    context = {"script_files": scripts}
+    book._one_copy_of_each_script(None, "page", "page.html", context, None)
+    assert context["script_files"] is scripts  # changed in place, as Sphinx renders it
+    assert [(s.filename, s.attributes) for s in scripts] == [
+        (None, {"body": "const THEBE_JS_URL = 1"}), ("a.js", {}), ("a.js", {"async": "async"}),
+        (None, {"body": "var x = 2"})]

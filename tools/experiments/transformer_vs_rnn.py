@@ -1,0 +1,178 @@
+"""Chapter 10: the Transformer against the RNN with attention, on dates and on the translation task.
+
+For each task, seed and model, each in a fresh process, one after the other, the course's own
+command: ``attention-course train --track torch --task TASK --model MODEL --seed SEED
+--target-accuracy 0.99 --max-seconds S [--max-steps STEPS] --n-test N --eval-every E``, every other
+option at its default:
+
+* ``attention``: a bidirectional GRU encoder and a GRU decoder with general-score attention (the
+  torch track's defaults: 48 units per direction, Adam at 0.015);
+* ``transformer``: 2 encoder and 2 decoder layers, d_model 64, 4 heads, feed-forward 256,
+  pre-norm (Adam at 0.004).
+
+Both train on the CPU in batches of 128 with one thread, on 20,000 generated pairs (the data seed
+is the run's seed), and are scored by greedy decoding of the N test pairs every E steps; a run
+stops at 99% test exact match, after S seconds or after STEPS steps (a limit for every task, or
+one per task: ``--max-steps dates=800 translation=300``). A record holds the steps, the wall-clock
+seconds and the process's CPU seconds it took (the CPU seconds do not depend on what else the
+machine runs), the exact match it ended with and every evaluation on the way. The results file is
+rewritten after every run.
+
+    .venv/bin/python -m tools.experiments.transformer_vs_rnn            # hours on 2 busy cores
+    .venv/bin/python -m tools.experiments.transformer_vs_rnn --tasks dates --seeds 0
+
+from the repository root; it writes ``book/results/transformer_vs_rnn.json`` (``--out`` to write
+elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tools.experiments.common import RESULTS, ROOT, Stopwatch, command_line, write_results
+
+TASKS = ("dates", "translation")
+MODELS = ("attention", "transformer")
+
+
+def train(task: str, model: str, seed: int, folder: Path, target_accuracy: float, max_seconds: float,
+          max_steps: int | None = None, n_train: int | None = None, n_test: int | None = None,
+          eval_every: int = 25) -> dict:
+    """One run of ``attention-course train`` in a fresh process; its record."""
+    command = [sys.executable, "-m", "attention_course", "train", "--track", "torch", "--task", task, "--model", model,
+               "--seed", str(seed), "--target-accuracy", str(target_accuracy), "--max-seconds", str(max_seconds),
+               "--eval-every", str(eval_every), "--out", str(folder), "--no-progress"]
+    for option, value in (("--max-steps", max_steps), ("--n-train", n_train), ("--n-test", n_test)):
+        if value is not None:
+            command += [option, str(value)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=max_seconds + 900, cwd=ROOT, env=env)
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The child's CPU seconds (start-up, training and evaluations): what it would take on an idle core.
+    cpu_seconds = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{completed.stderr[-3000:]}")
+    summary = json.loads(completed.stdout.strip().splitlines()[-1])
+    with np.load(folder / "checkpoint" / "weights.npz") as weights:
+        parameters = int(sum(weights[name].size for name in weights.files))
+    history = json.loads((folder / "history.json").read_text())
+    return {"task": task, "model": model, "seed": seed, "parameters": parameters, "steps": summary["steps"],
+            "train_seconds": summary["train_seconds"], "process_cpu_seconds": round(cpu_seconds, 1),
+            "test_exact_match": summary["test_exact_match"],
+            "reached": summary["test_exact_match"] >= target_accuracy,
+            "stopped_because": summary["stopped_because"], "evaluations": history["evaluations"],
+            "load_average": round(os.getloadavg()[0], 2)}
+
+
+def attention_maps(folder: Path, examples: list[str]) -> list[dict]:
+    """What a trained model attends to on ``examples``: for the Transformer every layer's and
+    head's weights, for the RNN its alignment (rounded to 3 decimals, real tokens only)."""
+    from attention_course.checkpoint import load_checkpoint
+    from attention_course.data import encode_pairs
+
+    model, source_vocab, target_vocab, description = load_checkpoint(folder / "checkpoint", "numpy")
+    batch = encode_pairs([(text, "") for text in examples], source_vocab, target_vocab)
+    steps = description["max_output_length"]
+    if description["model"] == "transformer":
+        ids, maps = model.generate(batch.source, batch.source_mask, target_vocab.bos_id, steps,
+                                   target_vocab.eos_id, all_weights=True)
+    else:
+        ids, alignment = model.generate(batch.source, batch.source_mask, target_vocab.bos_id, steps,
+                                        target_vocab.eos_id)
+        maps = {"alignment": alignment[None, :, None]}  # (1 layer, N, 1 head, T_out, T_enc)
+    found = []
+    for i, text in enumerate(examples):
+        output = target_vocab.decode(ids[i])
+        source_tokens, output_tokens = source_vocab.split(text), target_vocab.split(output) + ["<eos>"]
+        T_enc, T_out = len(source_tokens), min(len(output_tokens), ids.shape[1])
+        entry = {"source": source_tokens, "output": output_tokens[:T_out]}
+        for name, weights in maps.items():
+            keys = T_enc if name != "decoder" else T_out
+            queries = T_out if name != "encoder" else T_enc
+            entry[name] = np.round(weights[:, i, :, :queries, :keys].astype(float), 3).tolist()
+        found.append(entry)
+    return found
+
+
+# The inputs whose attention the page draws (the first seed's models).
+EXAMPLES = {"dates": ["september 27, 1994", "Tue, 3 Mar 2020"],
+            "translation": ["the tall farmer near the river saw a small bird that sang",
+                            "a young girl helped the tired sailor and the dog slept"]}
+
+
+def run(tasks, seeds, models=MODELS, target_accuracy: float = 0.99, max_seconds: float = 600.0, log=None,
+        max_steps: dict | None = None, **options):
+    """Train every (task, seed, model) in turn; yields the records one by one (``max_steps``: per task)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for task in tasks:
+            for seed in seeds:
+                for model in models:
+                    folder = Path(tmp) / f"{task}-{model}-{seed}"
+                    record = train(task, model, seed, folder, target_accuracy, max_seconds,
+                                   max_steps=(max_steps or {}).get(task), **options)
+                    if seed == seeds[0]:
+                        record["attention"] = attention_maps(folder, EXAMPLES[task])
+                    if log is not None:
+                        log(f"{task} {model} seed {seed}: {record['parameters']:,} parameters, {record['steps']} "
+                            f"steps, {record['train_seconds']:.0f} s ({record['process_cpu_seconds']:.0f} CPU s), "
+                            f"exact match {record['test_exact_match']:.3f} ({record['stopped_because']})")
+                    yield record
+
+
+def _steps_by_task(values: list[str] | None, tasks) -> dict:
+    """``--max-steps 300`` (every task) or ``--max-steps dates=800 translation=300``."""
+    limits = {}
+    for value in values or []:
+        task, _, number = value.rpartition("=")
+        if task and task not in TASKS:
+            raise SystemExit(f"--max-steps {value}: no task {task!r} (one of {', '.join(TASKS)})")
+        if not number.isdigit() or int(number) < 1:
+            raise SystemExit(f"--max-steps {value}: expected a positive number of steps")
+        for name in ([task] if task else tasks):
+            limits[name] = int(number)
+    return limits
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--target-accuracy", type=float, default=0.99)
+    parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--max-steps", nargs="+", metavar="[TASK=]STEPS",
+                        help="also stop each run after this many steps (for every task, or per task)")
+    parser.add_argument("--n-test", type=int, default=1000, help="test pairs (quick checks: fewer)")
+    parser.add_argument("--eval-every", type=int, default=25, help="steps between evaluations")
+    parser.add_argument("--out", type=Path, default=RESULTS / "transformer_vs_rnn.json")
+    args = parser.parse_args(argv)
+    max_steps = _steps_by_task(args.max_steps, args.tasks)
+
+    clock = Stopwatch()
+    load = [round(x, 2) for x in os.getloadavg()]
+    settings = {"tasks": args.tasks, "seeds": args.seeds, "models": list(MODELS), "track": "torch", "device": "cpu",
+                "target_accuracy": args.target_accuracy, "max_seconds": args.max_seconds,
+                "max_steps": {task: max_steps.get(task) for task in args.tasks}, "n_train": 20000,
+                "n_test": args.n_test, "eval_every": args.eval_every}
+    records = []
+    # The file is written after every run, so that a long experiment stopped early keeps what it measured.
+    for record in run(args.tasks, args.seeds, MODELS, args.target_accuracy, args.max_seconds, clock.log,
+                      max_steps=max_steps, n_test=args.n_test, eval_every=args.eval_every):
+        records.append(record)
+        path = write_results(args.out, "transformer_vs_rnn", settings, records, clock.seconds,
+                             command_line("tools.experiments.transformer_vs_rnn", argv), load_average_before=load,
+                             cpus=os.cpu_count(), complete=len(records) == len(args.tasks) * len(args.seeds) * 2)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
