@@ -332,7 +332,7 @@ def _submissions(course: FixtureCourse, folder: Path, listener_port: int) -> dic
         "forkbomb": solved(ASSIGNMENT, softmax=softmax + "\n\nimport os\nwhile True:\n    try:\n"
                            "        os.fork()\n    except OSError:\n        pass"),
         "membomb": solved(ASSIGNMENT, softmax=softmax + "\n\nhoard = []\nwhile True:\n"
-                          "    hoard.append(bytearray(64 * 1024 * 1024))"),
+                          "    hoard.append(bytes(64 * 1024 * 1024))"),  # calloc: the limit, not the page faults, stops it
         "network": solved(ASSIGNMENT, softmax=softmax + "\n\nimport socket\ntry:\n"
                           f"    socket.create_connection(('127.0.0.1', {listener_port}), timeout=3)\n"
                           "    print('NETWORK connected')\nexcept OSError as exc:\n"

@@ -67,7 +67,26 @@ def leftovers(state: dict) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def hub():
+def searchable_checkout():
+    """The hub's users import the course from this checkout, which ``hub start`` refuses to serve
+    unless they can reach it. CI clones wherever it likes (a private temporary folder, root's
+    home): for this module's duration, the folders above the checkout that others cannot search
+    get search permission (o+x: reach a known name, not list), and get their modes back after."""
+    changed = {}
+    for folder in [*reversed((REPO / "attention_course").resolve().parents)]:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            changed[folder] = mode
+            os.chmod(folder, (mode & 0o7777) | 0o001)
+    try:
+        yield
+    finally:
+        for folder, mode in changed.items():
+            os.chmod(folder, mode & 0o7777)
+
+
+@pytest.fixture(scope="module")
+def hub(searchable_checkout):
     tag = secrets.token_hex(3)
     names = {"ada": f"ada{tag}", "bo": f"bo{tag}", "cy": f"cy{tag}", "di": f"di{tag}", "ed": f"ed{tag}"}
     course_a, course_b = f"a{tag}", f"b{tag}"
