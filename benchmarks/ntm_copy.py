@@ -15,6 +15,10 @@ longer than 20 was ever trained on).
 
     .venv/bin/python benchmarks/ntm_copy.py [--seeds 0 1 2] [--max-seconds 600] [--out results.json]
 
+A results file can be extended later: ``--resume FILE --seeds --baseline-seeds 1 2`` keeps the
+runs of FILE and trains the LSTM baselines of its seeds 1 and 2 (each for as long as that seed's
+NTM trained); the file then lists both commands.
+
 Wall-clock seconds depend on what else the machine runs; each run also reports its CPU seconds
 (one thread: what it would take on an idle core).
 
@@ -51,6 +55,21 @@ def train(model: str, seed: int, max_seconds: float, out: Path, target: float | 
     if target is not None:
         command += ["--target-accuracy", str(target)]
     return run_json(command, timeout=max_seconds + 600)
+
+
+def portable(record: dict, model: str, seed: int) -> dict:
+    """A run's record without the temporary folder it was trained in: the command writes to
+    ``runs/copy-MODEL-SEED`` (inside the repository), and no checkpoint path is kept."""
+    record = dict(record)
+    command = record.get("command", "")
+    if " --out " in command:
+        out = command.rsplit(" --out ", 1)[1]
+        if Path(out).is_absolute() and not Path(out).resolve().is_relative_to(ROOT):
+            record["command"] = command.rsplit(" --out ", 1)[0] + f" --out runs/copy-{model}-{seed}"
+    checkpoint = record.get("checkpoint")
+    if checkpoint is not None and Path(checkpoint).is_absolute() and not Path(checkpoint).resolve().is_relative_to(ROOT):
+        del record["checkpoint"]
+    return record
 
 
 def spread(values: list[float]) -> str:
@@ -125,6 +144,7 @@ def summarise(runs: list[dict], args, load, cost: dict | None = None) -> dict:
     summary["load_average_before"] = [round(x, 2) for x in load]
     summary["cpus"] = os.cpu_count()
     summary["command"] = ("benchmarks/ntm_copy.py " + " ".join(sys.argv[1:])).strip()
+    summary["earlier_commands"] = list(getattr(args, "earlier_commands", []))
     return summary
 
 
@@ -137,6 +157,9 @@ def main() -> None:
     parser.add_argument("--include", type=Path, nargs="+", metavar="CHECKPOINT",
                         help="an earlier NTM run of the same command to count as a seed (its checkpoint folder), "
                              "optionally followed by its LSTM baseline's")
+    parser.add_argument("--resume", type=Path, metavar="FILE",
+                        help="keep the runs of an earlier results file of this script (--baseline-seeds may then "
+                             "name its seeds: their LSTMs train for as long as their NTMs did)")
     parser.add_argument("--max-seconds", type=float, default=600.0, help="the NTM's time limit")
     parser.add_argument("--target-accuracy", type=float, default=0.999, help="the NTM stops at this bit accuracy")
     parser.add_argument("--step-cost", type=int, metavar="STEPS",
@@ -150,6 +173,20 @@ def main() -> None:
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)", flush=True)
     runs = []
     cost = None
+    args.earlier_commands = []
+    earlier = {}
+    if args.resume:
+        previous = json.loads(args.resume.read_text())
+        args.earlier_commands = previous.get("earlier_commands", []) + [previous["command"]]
+        cost = previous.get("step_cost")
+        for run in previous["runs"]:
+            run = dict(run, **{name: None if run[name] is None else portable(run[name], name, run["seed"])
+                              for name in ("ntm", "lstm")})
+            runs.append(run)
+            earlier[run["seed"]] = run
+            for name in ("ntm", "lstm"):
+                if run[name] is not None:
+                    print(describe(run["seed"], name, run[name]) + f" (from {args.resume})", flush=True)
     if args.step_cost:
         cost = step_cost(args.step_cost)
         print(f"a training step of the NTM: {cost['cpu_seconds_per_step']:.3f} CPU s, "
@@ -176,13 +213,19 @@ def main() -> None:
                            "source": "this run"}
             runs.append(fresh[seed])
             print(describe(seed, "ntm", ntm), flush=True)
+            if args.keep is None:
+                fresh[seed]["ntm"] = portable(ntm, "ntm", seed)
             save()
         for seed in baseline_seeds:
-            if seed not in fresh:
-                raise SystemExit(f"--baseline-seeds {seed}: not one of --seeds {args.seeds}")
-            lstm = train("lstm", seed, fresh[seed]["ntm"]["train_seconds"], folder / f"lstm-{seed}", None)
-            fresh[seed]["lstm"] = lstm
+            run = fresh.get(seed, earlier.get(seed))
+            if run is None:
+                raise SystemExit(f"--baseline-seeds {seed}: not one of --seeds {args.seeds}"
+                                 + (f" nor a seed of {args.resume}" if args.resume else ""))
+            lstm = train("lstm", seed, run["ntm"]["train_seconds"], folder / f"lstm-{seed}", None)
             print(describe(seed, "lstm", lstm), flush=True)
+            run["lstm"] = lstm if args.keep is not None else portable(lstm, "lstm", seed)
+            if seed not in fresh:
+                run["source"] = f"{run['source']}; its LSTM: this run"
             save()
     summary = save()
     for name in ("ntm", "lstm"):

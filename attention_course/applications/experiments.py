@@ -14,6 +14,13 @@ only what a comparison varies is set here:
 Each row holds the run's summary figures (not the weights). ``--quick`` shrinks every run to a
 few steps on a few examples: the structure is the same, the figures mean nothing (the tests use
 it). The full run takes about half an hour on one core.
+
+``--update`` re-runs only what ``--parts`` (and, for captioning, ``--caption-tracks``) names and
+writes those rows into the existing ``--out`` file, keeping every other row and the original
+``command``; the re-run's own command is added to the file's ``updates``::
+
+    python -m attention_course.applications.experiments --out book/results/09_applications.json \
+        --parts caption --caption-tracks torch --seeds 0 1 2 3 4 --update
 """
 
 from __future__ import annotations
@@ -24,10 +31,13 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["SEEDS", "COMMAND", "classification", "captioning", "question_answering", "run", "main"]
+__all__ = ["SEEDS", "COMMAND", "CAPTION_SETTINGS", "classification", "captioning", "question_answering", "run",
+           "update", "main"]
 
 SEEDS = (0, 1, 2)
 COMMAND = "python -m attention_course.applications.experiments --out book/results/09_applications.json"
+# (track, coverage weight lambda) of every captioning row.
+CAPTION_SETTINGS = (("numpy", 0.0), ("numpy", 0.001), ("numpy", 0.01), ("torch", 0.0))
 
 
 def _first_step_at(evaluations, level: float):
@@ -60,11 +70,11 @@ def classification(seeds=SEEDS, quick: bool = False, log=None) -> list[dict]:
     return rows
 
 
-def captioning(seeds=SEEDS, quick: bool = False, log=None) -> list[dict]:
+def captioning(seeds=SEEDS, quick: bool = False, log=None, tracks=("numpy", "torch")) -> list[dict]:
     from .caption import train
 
     sizes = dict(n_train=100, n_validation=20, n_test=40, max_steps=3) if quick else {}
-    settings = [("numpy", 0.0), ("numpy", 0.001), ("numpy", 0.01), ("torch", 0.0)]
+    settings = [(track, weight) for track, weight in CAPTION_SETTINGS if track in tracks]
     rows = []
     for track, coverage_weight in settings:
         for seed in seeds:
@@ -108,14 +118,43 @@ def question_answering(seeds=SEEDS, quick: bool = False, log=None) -> list[dict]
 PARTS = {"classify": classification, "caption": captioning, "babi": question_answering}
 
 
-def run(seeds=SEEDS, quick: bool = False, parts=tuple(PARTS), log=None) -> dict:
+def run(seeds=SEEDS, quick: bool = False, parts=tuple(PARTS), log=None, caption_tracks=("numpy", "torch")) -> dict:
     """Every comparison of ``parts`` over ``seeds``: a JSON-serialisable dict."""
     start = time.perf_counter()
     results = {"command": COMMAND + (" --quick" if quick else ""), "seeds": list(seeds), "quick": quick}
     for part in parts:
-        results[part] = PARTS[part](seeds, quick, log)
+        if part == "caption":
+            results[part] = captioning(seeds, quick, log, tracks=caption_tracks)
+        else:
+            results[part] = PARTS[part](seeds, quick, log)
     results["seconds"] = round(time.perf_counter() - start, 1)
     return results
+
+
+def update(previous: dict, new: dict, command: str, caption_tracks=("numpy", "torch")) -> dict:
+    """``previous`` with the rows of ``new`` in place of those they re-ran; the rest kept.
+
+    Captioning rows are replaced track by track (``caption_tracks``), in the order of
+    ``CAPTION_SETTINGS``; every other part that ``new`` holds is replaced whole. ``command``, the
+    re-run's seeds (which may differ from the file's ``seeds``) and the seconds it took are
+    appended to ``updates``.
+    """
+    if previous.get("quick") != new["quick"]:
+        raise ValueError(f"--update: the file has quick={previous.get('quick')}, the re-run quick={new['quick']}")
+    merged = dict(previous)
+    for part in PARTS:
+        if part not in new:
+            continue
+        if part == "caption":
+            kept = [row for row in previous.get("caption", []) if row["track"] not in caption_tracks]
+            rows = kept + new["caption"]
+            order = {setting: index for index, setting in enumerate(CAPTION_SETTINGS)}
+            merged[part] = sorted(rows, key=lambda row: order[(row["track"], row["coverage_weight"])])
+        else:
+            merged[part] = new[part]
+    merged["updates"] = [*previous.get("updates", []), {"command": command, "seeds": new["seeds"],
+                                                     "seconds": new["seconds"]}]
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,15 +164,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--parts", nargs="+", choices=sorted(PARTS), default=list(PARTS))
     parser.add_argument("--quick", action="store_true", help="a few steps on a few examples (for the tests)")
+    parser.add_argument("--caption-tracks", nargs="+", choices=("numpy", "torch"), default=["numpy", "torch"],
+                        help="the captioning rows to run, by track")
+    parser.add_argument("--update", action="store_true",
+                        help="write the re-run rows into the existing --out file, keeping the others")
     args = parser.parse_args(argv)
+    if args.update and not args.out.exists():
+        parser.error(f"--update: {args.out} does not exist")
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    results = run(args.seeds, args.quick, args.parts, log)
+    results = run(args.seeds, args.quick, args.parts, log, caption_tracks=args.caption_tracks)
+    if args.update:
+        given = sys.argv[1:] if argv is None else argv
+        command = " ".join(["python -m attention_course.applications.experiments", *given])
+        results = update(json.loads(args.out.read_text()), results, command, args.caption_tracks)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
-    log(f"wrote {args.out} ({results['seconds']} s)")
+    log(f"wrote {args.out}")
     return 0
 
 

@@ -44,3 +44,24 @@ def test_the_committed_results_are_a_full_run_over_three_seeds():
     assert not results["quick"] and len(results["seeds"]) >= 3
     assert results["command"] == experiments.COMMAND
     check_structure(results)
+
+
+def test_update_reruns_only_the_rows_asked_for_and_keeps_the_rest(tmp_path):
+    out = tmp_path / "results.json"
+    numpy_row = {"track": "numpy", "coverage_weight": 0.0, "seed": 0, "object_hit_rate": 0.5, "steps": -1}
+    torch_row = {"track": "torch", "coverage_weight": 0.0, "seed": 0, "object_hit_rate": 0.5, "steps": -1}
+    previous = {"command": experiments.COMMAND, "seeds": [0], "quick": True, "classify": ["kept"],
+                "caption": [torch_row, numpy_row], "babi": ["kept"], "seconds": 1.0}
+    out.write_text(json.dumps(previous))
+    argv = ["--out", str(out), "--quick", "--seeds", "0", "--parts", "caption", "--caption-tracks", "torch",
+            "--update"]
+    assert experiments.main(argv) == 0
+    results = json.loads(out.read_text())
+    assert results["command"] == experiments.COMMAND and results["classify"] == results["babi"] == ["kept"]
+    numpy_rows, torch_rows = results["caption"][:1], results["caption"][1:]
+    assert numpy_rows == [numpy_row]
+    assert len(torch_rows) == 1 and torch_rows[0]["track"] == "torch" and torch_rows[0]["steps"] == 3
+    assert results["updates"][-1]["command"].endswith("--caption-tracks torch --update")
+    assert results["updates"][-1]["seeds"] == [0]
+    with pytest.raises(ValueError, match="quick"):
+        experiments.update(previous, {**previous, "quick": False}, "again", ("torch",))

@@ -22,7 +22,9 @@ rewritten after every run.
     .venv/bin/python -m tools.experiments.transformer_vs_rnn --tasks dates --seeds 0
 
 from the repository root; it writes ``book/results/transformer_vs_rnn.json`` (``--out`` to write
-elsewhere).
+elsewhere). ``--update`` re-runs only the ``--tasks`` given and keeps the other tasks' records of
+the file (the same seeds, test pairs, evaluation interval and time limit are required); the file
+then names the command behind each task's records (``commands``).
 """
 
 from __future__ import annotations
@@ -143,6 +145,22 @@ def _steps_by_task(values: list[str] | None, tasks) -> dict:
     return limits
 
 
+def _kept_records(args, settings: dict) -> tuple[list[dict], dict, dict]:
+    """``--update``: the records, step limits and commands of the tasks not re-run, from ``--out``."""
+    if not args.out.exists():
+        raise SystemExit(f"--update: {args.out} does not exist")
+    earlier = json.loads(args.out.read_text(encoding="utf-8"))
+    for name in ("seeds", "target_accuracy", "max_seconds", "n_test", "eval_every"):
+        if earlier["settings"][name] != settings[name]:
+            raise SystemExit(f"--update: {name} {settings[name]} differs from {args.out}'s "
+                             f"{earlier['settings'][name]}; run with the same settings")
+    other = [task for task in earlier["settings"]["tasks"] if task not in args.tasks]
+    commands = earlier.get("commands") or {task: earlier["command"] for task in earlier["settings"]["tasks"]}
+    return ([record for record in earlier["records"] if record["task"] in other],
+            {task: earlier["settings"]["max_steps"].get(task) for task in other},
+            {task: commands[task] for task in other})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
@@ -154,8 +172,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-test", type=int, default=1000, help="test pairs (quick checks: fewer)")
     parser.add_argument("--eval-every", type=int, default=25, help="steps between evaluations")
     parser.add_argument("--out", type=Path, default=RESULTS / "transformer_vs_rnn.json")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the records of the other tasks in --out (run with the same settings)")
     args = parser.parse_args(argv)
     max_steps = _steps_by_task(args.max_steps, args.tasks)
+    command = command_line("tools.experiments.transformer_vs_rnn", argv)
 
     clock = Stopwatch()
     load = [round(x, 2) for x in os.getloadavg()]
@@ -163,14 +184,21 @@ def main(argv: list[str] | None = None) -> None:
                 "target_accuracy": args.target_accuracy, "max_seconds": args.max_seconds,
                 "max_steps": {task: max_steps.get(task) for task in args.tasks}, "n_train": 20000,
                 "n_test": args.n_test, "eval_every": args.eval_every}
-    records = []
+    kept, earlier_steps, commands = [], {}, {task: command for task in args.tasks}
+    if args.update:
+        kept, earlier_steps, earlier_commands = _kept_records(args, settings)
+        commands = {**earlier_commands, **commands}
+    tasks = [task for task in TASKS if task in commands]
+    settings.update(tasks=tasks, max_steps={task: max_steps.get(task, earlier_steps.get(task)) for task in tasks})
+    commands = {task: commands[task] for task in tasks}
+    records = list(kept)
     # The file is written after every run, so that a long experiment stopped early keeps what it measured.
     for record in run(args.tasks, args.seeds, MODELS, args.target_accuracy, args.max_seconds, clock.log,
                       max_steps=max_steps, n_test=args.n_test, eval_every=args.eval_every):
         records.append(record)
-        path = write_results(args.out, "transformer_vs_rnn", settings, records, clock.seconds,
-                             command_line("tools.experiments.transformer_vs_rnn", argv), load_average_before=load,
-                             cpus=os.cpu_count(), complete=len(records) == len(args.tasks) * len(args.seeds) * 2)
+        path = write_results(args.out, "transformer_vs_rnn", settings, records, clock.seconds, command,
+                             commands=commands, load_average_before=load, cpus=os.cpu_count(),
+                             complete=len(records) == len(tasks) * len(args.seeds) * 2)
     print(path)
 
 

@@ -12,14 +12,29 @@ pytest.importorskip("torch")
 from tools.experiments import transformer_vs_rnn  # noqa: E402
 
 
+def _earlier_translation_results(out, **settings) -> dict:
+    """A results file of an earlier run that trained translation only (records abridged)."""
+    settings = {"tasks": ["translation"], "seeds": [0], "target_accuracy": 0.99, "max_seconds": 600.0,
+                "max_steps": {"translation": 7}, "n_test": 50, "eval_every": 25, **settings}
+    records = [{"task": "translation", "model": model, "seed": 0, "steps": 7} for model in ("attention", "transformer")]
+    earlier = {"command": "earlier translation command", "settings": settings, "records": records}
+    out.write_text(json.dumps(earlier))
+    return earlier
+
+
 def test_a_small_run_records_what_the_page_draws(tmp_path):
     out = tmp_path / "results.json"
+    earlier = _earlier_translation_results(out)
+    # --update: dates is trained now, the translation records of the file are kept.
     transformer_vs_rnn.main(["--tasks", "dates", "--seeds", "0", "--max-steps", "dates=4", "--n-test", "50",
-                             "--out", str(out)])
+                             "--out", str(out), "--update"])
     results = json.loads(out.read_text())
     assert results["experiment"] == "transformer_vs_rnn" and "tools.experiments.transformer_vs_rnn" in results["command"]
-    assert results["complete"] and results["settings"]["max_steps"] == {"dates": 4}
-    records = {record["model"]: record for record in results["records"]}
+    assert results["complete"] and results["settings"]["max_steps"] == {"dates": 4, "translation": 7}
+    assert results["settings"]["tasks"] == ["dates", "translation"]
+    assert results["commands"] == {"dates": results["command"], "translation": "earlier translation command"}
+    assert [r for r in results["records"] if r["task"] == "translation"] == earlier["records"]
+    records = {record["model"]: record for record in results["records"] if record["task"] == "dates"}
     assert sorted(records) == ["attention", "transformer"]
     for record in records.values():
         assert record["task"] == "dates" and record["seed"] == 0 and record["parameters"] > 10_000
@@ -36,6 +51,15 @@ def test_a_small_run_records_what_the_page_draws(tmp_path):
     np.testing.assert_array_equal(np.triu(decoder, k=1), 0)  # causal
     alignment = np.array(records["attention"]["attention"][0]["alignment"])
     assert alignment.shape[:2] == (1, 1) and alignment.shape[3] == len("september 27, 1994")
+
+
+def test_update_needs_the_same_settings(tmp_path):
+    out = tmp_path / "results.json"
+    with pytest.raises(SystemExit, match="does not exist"):
+        transformer_vs_rnn.main(["--tasks", "dates", "--update", "--out", str(out)])
+    _earlier_translation_results(out, n_test=300)
+    with pytest.raises(SystemExit, match="n_test 50 differs"):
+        transformer_vs_rnn.main(["--tasks", "dates", "--seeds", "0", "--n-test", "50", "--update", "--out", str(out)])
 
 
 def test_step_limits_per_task():
@@ -55,8 +79,17 @@ def test_the_committed_results_have_every_run_the_page_reads():
     assert runs == {(task, model, seed) for task in settings["tasks"] for model in settings["models"]
                     for seed in settings["seeds"]}
     assert set(settings["tasks"]) == {"dates", "translation"}
+    assert set(results["commands"]) == set(settings["tasks"])
+    assert all("tools.experiments.transformer_vs_rnn" in command for command in results["commands"].values())
+    assert "--update" in results["commands"]["translation"]
+    # Translation had room to reach 99% (what the page reports steps and time to).
+    assert settings["max_steps"]["translation"] >= 2000
     for record in results["records"]:
         assert record["process_cpu_seconds"] > 0 and record["evaluations"]
         assert record["reached"] == (record["test_exact_match"] >= settings["target_accuracy"])
+        if not record["reached"]:  # a run that did not reach 99% ran to its limit
+            assert record["stopped_because"] in ("max_steps reached", "max_seconds reached")
+            if record["stopped_because"] == "max_steps reached":
+                assert record["steps"] == settings["max_steps"][record["task"]]
     first = [r for r in results["records"] if r["task"] == "dates" and r["seed"] == settings["seeds"][0]]
     assert {r["model"] for r in first if r.get("attention")} == {"attention", "transformer"}
