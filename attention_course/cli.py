@@ -13,35 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from .tracks import TRACKS
+from .training import peak_rss_mb
 
 EXIT_USAGE = 2
 
 
 class UsageError(Exception):
     """A problem with what the user asked for: reported in one line, exit status 2."""
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak resident memory in MB.
-
-    On Linux, VmHWM of /proc/self/status: ru_maxrss would also count the parent this process was
-    forked from (the kernel carries it over exec), e.g. a test runner's hundreds of MB.
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _positive(kind):
@@ -332,7 +316,7 @@ def train_command(args) -> dict:
         summary["alignments"] = save_alignments(drawn, str(out / "alignments.png"))
     (out / "history.json").write_text(json.dumps({"losses": result.losses, "evaluations": result.evaluations,
                                                   "grad_norms": result.grad_norms}) + "\n")
-    summary["peak_rss_mb"] = round(_peak_rss_mb(), 1)
+    summary["peak_rss_mb"] = peak_rss_mb()
     return summary
 
 

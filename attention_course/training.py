@@ -15,6 +15,7 @@ learning rate can spike late in a run): the result then reports the best step an
 from __future__ import annotations
 
 import math
+import resource
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -23,7 +24,23 @@ import numpy as np
 
 from .data import iterate_batches
 
-__all__ = ["TrainConfig", "TrainResult", "run_training", "exact_match"]
+__all__ = ["TrainConfig", "TrainResult", "run_training", "exact_match", "peak_rss_mb"]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB, to 0.1 MB.
+
+    On Linux, VmHWM of /proc/self/status: ru_maxrss would also count the parent this process was
+    forked from (the kernel carries it over exec), e.g. a test runner's hundreds of MB.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)  # kB
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 
 @dataclass

@@ -24,7 +24,7 @@ from ..core.configs import CaptionerConfig
 from ..data.captions import (CAPTION_VOCABULARY, COLOUR_NAMES, NO_OBJECT, SHAPE_NAMES, CaptionData, encode_captions,
                              generate_captions)
 from ..training import TrainConfig
-from .common import (TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
+from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
                      peak_rss_mb, result_summary, stopping_rules)
 
 __all__ = ["DEFAULTS", "STOPPING", "stopping_defaults", "patch_features", "make_data", "build_model",
@@ -209,9 +209,7 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
 
 
 # Options of ``attention-course train`` that this task reads.
-OPTIONS = {"task", "track", "device", "model", "n_train", "n_test", "epochs", "max_steps", "max_seconds",
-           "target_accuracy", "seed", "out", "batch_size", "lr", "embed_dim", "hidden_size", "eval_every",
-           "no_progress"}
+OPTIONS = TASK_OPTIONS
 
 
 def train_command(args) -> dict:

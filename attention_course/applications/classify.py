@@ -18,7 +18,7 @@ import numpy as np
 from ..core.configs import ClassifierConfig
 from ..data.classification import ClassificationData, generate_classification
 from ..training import TrainConfig
-from .common import (TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
+from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
                      peak_rss_mb, result_summary, stopping_rules)
 
 __all__ = ["VARIANTS", "DEFAULTS", "make_data", "build_model", "measure", "train", "train_command"]
@@ -129,9 +129,7 @@ def train(track: str = "numpy", task: str = "majority", pooling: str = "attentio
 
 
 # Options of ``attention-course train`` that this task reads.
-OPTIONS = {"task", "track", "device", "model", "n_train", "n_test", "epochs", "max_steps", "max_seconds",
-           "target_accuracy", "seed", "out", "batch_size", "lr", "embed_dim", "hidden_size", "eval_every",
-           "no_progress"}
+OPTIONS = TASK_OPTIONS
 
 
 def train_command(args) -> dict:

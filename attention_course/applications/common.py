@@ -10,7 +10,6 @@ the best evaluation's weights kept.
 from __future__ import annotations
 
 import json
-import resource
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.configs import OptionError
-from ..training import TrainConfig, TrainResult, run_training
+from ..training import TrainConfig, TrainResult, peak_rss_mb, run_training
 
 __all__ = ["TaskRun", "fit", "call", "num_parameters", "given_options", "check_options", "stopping_rules",
            "peak_rss_mb", "result_summary"]
@@ -173,6 +172,12 @@ def _fit_torch(model, data, n_examples, config, evaluate, progress, log, device)
 
 # --- the command line ---------------------------------------------------------------------------
 
+# The options of ``attention-course train`` that the chapter-9 tasks read.
+TASK_OPTIONS = frozenset({"task", "track", "device", "model", "n_train", "n_test", "epochs", "max_steps",
+                          "max_seconds", "target_accuracy", "seed", "out", "batch_size", "lr", "embed_dim",
+                          "hidden_size", "eval_every", "no_progress"})
+
+
 def given_options(args) -> set[str]:
     """The options of ``attention-course train`` set to something other than their default."""
     from ..cli import build_parser
@@ -225,18 +230,6 @@ def stopping_rules(args, defaults: dict) -> dict:
     if all(value is None for value in rules.values()):
         rules.update(defaults)
     return rules
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory in MB (VmHWM: not inherited from a forking parent)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def result_summary(result: TrainResult) -> dict:

@@ -17,7 +17,7 @@ import numpy as np
 from ..core.configs import MemoryConfig
 from ..data.babi import BABI_KINDS, BABI_VOCABULARY, BabiBatch, encode_babi, generate_babi
 from ..training import TrainConfig
-from .common import (TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
+from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
                      peak_rss_mb, result_summary, stopping_rules)
 
 __all__ = ["DEFAULTS", "MAX_SENTENCES", "make_data", "build_model", "measure", "train", "train_command"]
@@ -129,8 +129,7 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 4000, n_validation
 
 
 # Options of ``attention-course train`` that this task reads.
-OPTIONS = {"task", "track", "device", "model", "n_train", "n_test", "epochs", "max_steps", "max_seconds",
-           "target_accuracy", "seed", "out", "batch_size", "lr", "embed_dim", "eval_every", "no_progress"}
+OPTIONS = TASK_OPTIONS - {"hidden_size"}
 
 
 def train_command(args) -> dict:
