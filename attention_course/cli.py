@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="built-in task: test examples (default 1000; chapter 9's tasks: their own)")
     train.add_argument("--target-accuracy", type=_fraction, help="stop once test exact match >= this")
     train.add_argument("--max-seconds", type=_positive(float), help="stop after this much training time")
+    train.add_argument("--max-cpu-seconds", type=_positive(float),
+                       help="stop after this many CPU seconds of the training process (all its threads): a "
+                            "budget that other work on the machine does not eat")
     train.add_argument("--epochs", type=_positive(int), help="stop after this many passes over the training set")
     train.add_argument("--max-steps", type=_positive(int), help="stop after this many updates")
     train.add_argument("--seed", type=int, default=0, help="seed for the data, the weights and the batch order")
@@ -269,7 +272,7 @@ def train_command(args) -> dict:
                                bidirectional=not args.unidirectional and args.model == "attention",
                                reset_after=args.gru_form == "torch", **variant)
     stopping = dict(epochs=args.epochs, max_steps=args.max_steps, max_seconds=args.max_seconds,
-                    target_accuracy=args.target_accuracy)
+                    max_cpu_seconds=args.max_cpu_seconds, target_accuracy=args.target_accuracy)
     if all(value is None for value in stopping.values()):
         stopping.update(epochs=3, target_accuracy=0.999)
     train_config = TrainConfig(batch_size=args.batch_size, lr=args.lr, eval_every=args.eval_every, seed=args.seed,
@@ -293,6 +296,7 @@ def train_command(args) -> dict:
     summary = {
         "test_exact_match": result.test_exact_match,
         "train_seconds": round(result.train_seconds, 3),
+        "cpu_seconds": round(result.cpu_seconds, 3),
         "steps": result.steps,
         "peak_rss_mb": None,
         "stopped_because": result.stopped_because,

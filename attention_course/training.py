@@ -3,9 +3,10 @@
 A track supplies ``train_step(indices) -> (loss, grad_norm)`` (floats, or 0-d tensors that
 are read only when needed, so a GPU is not made to wait at every step) and
 ``evaluate() -> test exact match``. The loop stops at whichever comes first: ``epochs`` or
-``max_steps`` done, ``max_seconds`` spent, or exact match >= ``target_accuracy`` at an
-evaluation. ``train_seconds`` is the wall time from the first step until it stopped, the
-periodic evaluations included.
+``max_steps`` done, ``max_seconds`` of wall-clock time or ``max_cpu_seconds`` of the process's
+CPU time (all its threads) spent, or exact match >= ``target_accuracy`` at an evaluation.
+``train_seconds`` is the wall time from the first step until it stopped, ``cpu_seconds`` the
+process's CPU time over the same span, the periodic evaluations included in both.
 
 With ``snapshot``/``restore`` given (and ``TrainConfig.restore_best``), the weights of the best
 evaluation are kept, and put back at the end if training later got worse (Adam at a constant
@@ -51,6 +52,8 @@ class TrainConfig:
     epochs: int | None = None
     max_steps: int | None = None
     max_seconds: float | None = None
+    # CPU seconds of this process (all threads): a budget that other work on the machine does not eat.
+    max_cpu_seconds: float | None = None
     target_accuracy: float | None = None
     eval_every: int = 50
     seed: int = 0
@@ -67,14 +70,16 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.eval_every < 1:
             raise ValueError(f"eval_every must be >= 1, got {self.eval_every}")
-        if self.epochs is None and self.max_steps is None and self.max_seconds is None and self.target_accuracy is None:
-            raise ValueError("give at least one of epochs, max_steps, max_seconds, target_accuracy")
+        if all(value is None for value in (self.epochs, self.max_steps, self.max_seconds, self.max_cpu_seconds,
+                                             self.target_accuracy)):
+            raise ValueError("give at least one of epochs, max_steps, max_seconds, max_cpu_seconds, target_accuracy")
 
 
 @dataclass
 class TrainResult:
     steps: int = 0
     train_seconds: float = 0.0
+    cpu_seconds: float = 0.0
     stopped_because: str = ""
     losses: list = field(default_factory=list)
     evaluations: list = field(default_factory=list)  # (step, test exact match)
@@ -130,10 +135,10 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
         if keep_best and (best is None or accuracy > best[0]):
             best = (accuracy, result.steps, snapshot())
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     bar = tqdm(total=total, disable=not progress, unit="step", dynamic_ncols=True, mininterval=0.5)
     try:
-        _train(train_step, n_examples, c, evaluate, log, result, evaluated, bar, start)
+        _train(train_step, n_examples, c, evaluate, log, result, evaluated, bar, start, cpu_start)
     finally:
         bar.close()
 
@@ -150,11 +155,12 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
         if log is not None:
             log(f"restored the weights of step {best[1]} (test exact match {best[0]:.4f}, the best evaluation)")
     result.train_seconds = time.perf_counter() - start
+    result.cpu_seconds = time.process_time() - cpu_start
     return result
 
 
 def _train(train_step, n_examples: int, c: TrainConfig, evaluate, log, result: TrainResult,
-           evaluated: Callable[[float], None], bar, start: float) -> None:
+           evaluated: Callable[[float], None], bar, start: float, cpu_start: float) -> None:
     """The loop itself: steps, periodic checks and evaluations, until a stopping rule sets
     ``result.stopped_because``."""
     rng = np.random.default_rng(c.seed)
@@ -195,6 +201,9 @@ def _train(train_step, n_examples: int, c: TrainConfig, evaluate, log, result: T
                 return
             if c.max_seconds is not None and time.perf_counter() - start >= c.max_seconds:
                 result.stopped_because = "max_seconds reached"
+                return
+            if c.max_cpu_seconds is not None and time.process_time() - cpu_start >= c.max_cpu_seconds:
+                result.stopped_because = "max_cpu_seconds reached"
                 return
         epoch += 1
         if c.epochs is not None and epoch >= c.epochs:

@@ -4,23 +4,25 @@ For each seed, each in a fresh process, one after the other:
 
 * ``ntm``: ``attention-course train --task copy --model ntm --track torch`` (an LSTM controller of
   100 units, 128 memory locations of width 20, one read and one write head; Adam at 1e-3, batches
-  of 32 fresh sequences of lengths 1-20), until the test bit accuracy reaches 99.9% or 10 minutes
-  have passed;
-* ``lstm``: ``--model lstm`` (120 units: as many parameters as the NTM), trained for as long as
-  that seed's NTM trained.
+  of 32 fresh sequences of lengths 1-20), until the test bit accuracy reaches 99.9% or it has spent
+  10 minutes of CPU time (``--max-cpu-seconds``; one thread);
+* ``lstm``: ``--model lstm`` (120 units: as many parameters as the NTM), trained for as many CPU
+  seconds as that seed's NTM trained (``--max-cpu-seconds``).
 
 Each prints the time and steps to 99% bit accuracy on lengths 1-20, the bit accuracy there at the
 end, and on fresh sequences of lengths 10 to 80 (Graves et al.'s generalisation test: nothing
 longer than 20 was ever trained on).
 
-    .venv/bin/python benchmarks/ntm_copy.py [--seeds 0 1 2] [--max-seconds 600] [--out results.json]
+    .venv/bin/python benchmarks/ntm_copy.py [--seeds 0 1 2] [--max-cpu-seconds 600] [--out results.json]
 
 A results file can be extended later: ``--resume FILE --seeds --baseline-seeds 1 2`` keeps the
-runs of FILE and trains the LSTM baselines of its seeds 1 and 2 (each for as long as that seed's
-NTM trained); the file then lists both commands.
+runs of FILE and trains the LSTM baselines of its seeds 1 and 2 (each for as many CPU seconds as
+that seed's NTM trained); the file then lists both commands.
 
-Wall-clock seconds depend on what else the machine runs; each run also reports its CPU seconds
-(one thread: what it would take on an idle core).
+The budgets are CPU seconds of the training process, not wall-clock seconds, so that the NTM and its
+baseline get the same computation whatever else the machine runs (each uses one thread: its CPU
+seconds are what it would take on an idle core). Each run also reports its wall-clock seconds, and
+the file the load average before the runs.
 
 Goal (issue 13): on this 2-core CPU the NTM reaches >= 99% bit accuracy on lengths 1-20 within 10
 minutes, and >= 95% on length 40.
@@ -42,19 +44,34 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_json(command: list[str], timeout: float) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
+                               check=False)
     if completed.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{completed.stderr[-3000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def train(model: str, seed: int, max_seconds: float, out: Path, target: float | None) -> dict:
+def train(model: str, seed: int, max_cpu_seconds: float, out: Path, target: float | None,
+          max_seconds: float | None = None) -> dict:
+    """Train one model in a fresh process with a budget of ``max_cpu_seconds`` (and ``max_seconds``
+    of wall-clock time, if given); its summary."""
     command = [sys.executable, "-m", "attention_course", "train", "--task", "copy", "--model", model,
-               "--track", "torch", "--seed", str(seed), "--max-seconds", str(max_seconds), "--out", str(out),
-               "--no-progress"]
+               "--track", "torch", "--seed", str(seed), "--max-cpu-seconds", str(max_cpu_seconds),
+               "--out", str(out), "--no-progress"]
+    if max_seconds is not None:
+        command += ["--max-seconds", str(max_seconds)]
     if target is not None:
         command += ["--target-accuracy", str(target)]
-    return run_json(command, timeout=max_seconds + 600)
+    # The wall-clock guard: the budget's CPU seconds, on a machine that may be busy (x4), plus the evaluations.
+    return run_json(command, timeout=4 * (max_seconds or max_cpu_seconds) + 600)
+
+
+def cpu_budget(ntm: dict, seed: int) -> float:
+    """The CPU seconds that seed's NTM trained for: its LSTM's budget."""
+    if ntm.get("cpu_seconds") is None:
+        raise SystemExit(f"seed {seed}: its NTM's run did not record its CPU seconds (a run from before the "
+                         f"command did), so its LSTM cannot get the same budget: train that NTM again")
+    return ntm["cpu_seconds"]
 
 
 def portable(record: dict, model: str, seed: int) -> dict:
@@ -81,17 +98,6 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.4g} ± {statistics.stdev(values):.2g} (min {min(values):.4g}, max {max(values):.4g})"
 
 
-def step_cost(steps: int, seed: int = 0) -> dict:
-    """The NTM's cost of a training step (with the command's evaluation every 100 steps), in this process."""
-    sys.path.insert(0, str(ROOT))
-    from attention_course.ntm_copy import CopyTrainConfig, build_copy_model, copy_model_config, train_copy
-
-    model = build_copy_model("ntm", copy_model_config("ntm"), "torch", seed=seed)
-    result = train_copy(model, CopyTrainConfig(max_steps=steps, seed=seed))
-    return {"steps": steps, "seed": seed, "cpu_seconds_per_step": result.cpu_seconds / steps,
-            "wall_seconds_per_step": result.train_seconds / steps, "load_average": round(os.getloadavg()[0], 2)}
-
-
 def included_run(ntm_checkpoint: Path, lstm_checkpoint: Path | None) -> dict:
     """A run made earlier by the same command (e.g. the book's checkpoints), read from its checkpoints."""
     def trained(folder: Path) -> dict:
@@ -111,26 +117,17 @@ def describe(seed: int, name: str, r: dict) -> str:
             f"99% after {to_99}{cpu}; bit accuracy 1-20 {r['test_bit_accuracy']:.4f}; by length {by_length}")
 
 
-def cpu_to_99(r: dict, cost: dict | None) -> float | None:
-    """A run's CPU seconds to 99%: measured, or (a run from before they were recorded) steps x the measured cost."""
-    if r.get("cpu_seconds_to_99") is not None:
-        return r["cpu_seconds_to_99"]
-    if r["steps_to_99"] is None or cost is None:
-        return None
-    return round(r["steps_to_99"] * cost["cpu_seconds_per_step"], 1)
-
-
-def summarise(runs: list[dict], args, load, cost: dict | None = None) -> dict:
+def summarise(runs: list[dict], args, load) -> dict:
     summary = {"runs": runs, "seeds": [run["seed"] for run in runs], "max_seconds": args.max_seconds,
-               "target_accuracy": args.target_accuracy, "step_cost": cost}
+               "max_cpu_seconds": args.max_cpu_seconds,
+               "target_accuracy": args.target_accuracy}
     for name in ("ntm", "lstm"):
         rows = [run[name] for run in runs if run[name] is not None]
         summary[name] = {
             "seeds": [r["seed"] for r in rows],
             "seconds_to_99": [r["seconds_to_99"] for r in rows],
-            "cpu_seconds_to_99": [cpu_to_99(r, cost) for r in rows],
-            "cpu_seconds_to_99_estimated": [r.get("cpu_seconds_to_99") is None and cpu_to_99(r, cost) is not None
-                                            for r in rows],
+            "cpu_seconds_to_99": [r.get("cpu_seconds_to_99") for r in rows],
+            "cpu_seconds": [r.get("cpu_seconds") for r in rows],
             "steps_to_99": [r["steps_to_99"] for r in rows],
             "train_seconds": [r["train_seconds"] for r in rows],
             "bit_accuracy_1_20": [r["test_bit_accuracy"] for r in rows],
@@ -159,11 +156,11 @@ def main() -> None:
                              "optionally followed by its LSTM baseline's")
     parser.add_argument("--resume", type=Path, metavar="FILE",
                         help="keep the runs of an earlier results file of this script (--baseline-seeds may then "
-                             "name its seeds: their LSTMs train for as long as their NTMs did)")
-    parser.add_argument("--max-seconds", type=float, default=600.0, help="the NTM's time limit")
+                             "name its seeds: their LSTMs train for as many CPU seconds as their NTMs did)")
+    parser.add_argument("--max-cpu-seconds", type=float, default=600.0,
+                        help="the NTM's limit in CPU seconds of its process (default 600: the goal's ten minutes)")
+    parser.add_argument("--max-seconds", type=float, help="also a wall-clock limit for the NTM (default: none)")
     parser.add_argument("--target-accuracy", type=float, default=0.999, help="the NTM stops at this bit accuracy")
-    parser.add_argument("--step-cost", type=int, metavar="STEPS",
-                        help="first measure the NTM's CPU and wall seconds per training step over this many steps")
     parser.add_argument("--keep", type=Path, help="keep the runs (checkpoints, histories) in this folder")
     parser.add_argument("--out", type=Path, help="also write the results here as JSON, after every run (the book "
                                                  "reads book/results/ntm_copy.json)")
@@ -172,13 +169,11 @@ def main() -> None:
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)", flush=True)
     runs = []
-    cost = None
     args.earlier_commands = []
     earlier = {}
     if args.resume:
         previous = json.loads(args.resume.read_text())
         args.earlier_commands = previous.get("earlier_commands", []) + [previous["command"]]
-        cost = previous.get("step_cost")
         for run in previous["runs"]:
             run = dict(run, **{name: None if run[name] is None else portable(run[name], name, run["seed"])
                               for name in ("ntm", "lstm")})
@@ -187,10 +182,6 @@ def main() -> None:
             for name in ("ntm", "lstm"):
                 if run[name] is not None:
                     print(describe(run["seed"], name, run[name]) + f" (from {args.resume})", flush=True)
-    if args.step_cost:
-        cost = step_cost(args.step_cost)
-        print(f"a training step of the NTM: {cost['cpu_seconds_per_step']:.3f} CPU s, "
-              f"{cost['wall_seconds_per_step']:.3f} s wall-clock (over {cost['steps']} steps)", flush=True)
     if args.include:
         runs.append(included_run(args.include[0], args.include[1] if len(args.include) > 1 else None))
         for name in ("ntm", "lstm"):
@@ -198,7 +189,7 @@ def main() -> None:
                 print(describe(runs[-1]["seed"], name, runs[-1][name]) + " (included)", flush=True)
 
     def save() -> dict:
-        summary = summarise(runs, args, load, cost)
+        summary = summarise(runs, args, load)
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(summary, indent=1) + "\n")
@@ -208,7 +199,8 @@ def main() -> None:
         folder = args.keep or Path(tmp)
         fresh = {}
         for seed in args.seeds:
-            ntm = train("ntm", seed, args.max_seconds, folder / f"ntm-{seed}", args.target_accuracy)
+            ntm = train("ntm", seed, args.max_cpu_seconds, folder / f"ntm-{seed}", args.target_accuracy,
+                        args.max_seconds)
             fresh[seed] = {"seed": seed, "ntm": ntm, "lstm": None, "load_average": os.getloadavg()[0],
                            "source": "this run"}
             runs.append(fresh[seed])
@@ -221,7 +213,7 @@ def main() -> None:
             if run is None:
                 raise SystemExit(f"--baseline-seeds {seed}: not one of --seeds {args.seeds}"
                                  + (f" nor a seed of {args.resume}" if args.resume else ""))
-            lstm = train("lstm", seed, run["ntm"]["train_seconds"], folder / f"lstm-{seed}", None)
+            lstm = train("lstm", seed, cpu_budget(run["ntm"], seed), folder / f"lstm-{seed}", None)
             print(describe(seed, "lstm", lstm), flush=True)
             run["lstm"] = lstm if args.keep is not None else portable(lstm, "lstm", seed)
             if seed not in fresh:

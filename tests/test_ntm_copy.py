@@ -40,7 +40,7 @@ def test_bit_accuracy_counts_the_output_phase_only():
 
 
 def test_config_and_model_errors():
-    with pytest.raises(ValueError, match="give at least one of max_steps, max_seconds, target_accuracy"):
+    with pytest.raises(ValueError, match="give at least one of max_steps, max_seconds, max_cpu_seconds, target_accuracy"):
         CopyTrainConfig()
     with pytest.raises(ValueError, match="min_length <= max_length"):
         CopyTrainConfig(max_steps=1, min_length=5, max_length=4)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -79,6 +80,33 @@ def test_a_loss_that_is_not_finite_stops_training_and_restores_the_best():
     assert result.stopped_because == "loss is not finite"
     assert result.steps == 20
     assert result.restored_step == 10 and fake.weights["w"] == 10
+
+
+def _busy(seconds):
+    """Spend ``seconds`` of this process's CPU time."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_max_cpu_seconds_counts_the_processs_cpu_time_not_the_clock():
+    def busy_step(indices):
+        _busy(0.01)
+        return 1.0, 0.0
+
+    result = run_training(busy_step, 100, TrainConfig(batch_size=10, max_steps=10_000, max_cpu_seconds=0.1),
+                          progress=False)
+    assert result.stopped_because == "max_cpu_seconds reached"
+    assert 0.1 <= result.cpu_seconds and result.steps < 100
+
+    def idle_step(indices):  # wall-clock time that costs no CPU: not counted against the budget
+        time.sleep(0.02)
+        return 1.0, 0.0
+
+    result = run_training(idle_step, 100, TrainConfig(batch_size=10, max_steps=10, max_cpu_seconds=0.15),
+                          progress=False)
+    assert result.stopped_because == "max_steps reached" and result.steps == 10
+    assert result.cpu_seconds < 0.15 <= result.train_seconds
 
 
 def test_config_needs_a_stopping_rule():

@@ -174,8 +174,8 @@ def _fit_torch(model, data, n_examples, config, evaluate, progress, log, device)
 
 # The options of ``attention-course train`` that the chapter-9 tasks read.
 TASK_OPTIONS = frozenset({"task", "track", "device", "model", "n_train", "n_test", "epochs", "max_steps",
-                          "max_seconds", "target_accuracy", "seed", "out", "batch_size", "lr", "embed_dim",
-                          "hidden_size", "eval_every", "no_progress"})
+                          "max_seconds", "max_cpu_seconds", "target_accuracy", "seed", "out", "batch_size", "lr",
+                          "embed_dim", "hidden_size", "eval_every", "no_progress"})
 
 
 def given_options(args) -> set[str]:
@@ -226,7 +226,8 @@ def finish_command(args, run) -> dict:
 
 def stopping_rules(args, defaults: dict) -> dict:
     """The stopping options given on the command line, or ``defaults`` when none is."""
-    rules = {name: getattr(args, name) for name in ("epochs", "max_steps", "max_seconds", "target_accuracy")}
+    rules = {name: getattr(args, name) for name in ("epochs", "max_steps", "max_seconds", "max_cpu_seconds",
+                                                  "target_accuracy")}
     if all(value is None for value in rules.values()):
         rules.update(defaults)
     return rules
@@ -236,6 +237,7 @@ def result_summary(result: TrainResult) -> dict:
     """The training part of a summary, in the dates task's words."""
     return {
         "train_seconds": round(result.train_seconds, 3),
+        "cpu_seconds": round(result.cpu_seconds, 3),
         "steps": result.steps,
         "stopped_because": result.stopped_because,
         "restored_best_step": result.restored_step,

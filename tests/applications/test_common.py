@@ -41,8 +41,9 @@ def test_options_that_do_not_apply_are_named():
 
 
 def test_stopping_rules_fall_back_to_the_tasks_own():
-    args = argparse.Namespace(epochs=None, max_steps=None, max_seconds=None, target_accuracy=None)
+    args = argparse.Namespace(epochs=None, max_steps=None, max_seconds=None, max_cpu_seconds=None,
+                              target_accuracy=None)
     assert common.stopping_rules(args, {"epochs": 6}) == {"epochs": 6, "max_steps": None, "max_seconds": None,
-                                                          "target_accuracy": None}
+                                                          "max_cpu_seconds": None, "target_accuracy": None}
     args.max_steps = 3
     assert common.stopping_rules(args, {"epochs": 6})["epochs"] is None

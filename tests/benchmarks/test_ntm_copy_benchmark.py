@@ -1,5 +1,5 @@
 """``benchmarks/ntm_copy.py`` (chapter 10's NTM over seeds): it counts an earlier run of the command,
-estimates CPU seconds from a measured step cost, and writes the file the page reads."""
+gives each LSTM baseline its NTM's CPU seconds, and writes the file the page reads."""
 
 import importlib.util
 import json
@@ -22,30 +22,25 @@ def benchmark():
     return module
 
 
-def test_cpu_seconds_are_measured_or_estimated_from_the_step_cost(benchmark):
-    cost = {"cpu_seconds_per_step": 0.1}
-    assert benchmark.cpu_to_99({"cpu_seconds_to_99": 12.0, "steps_to_99": 500}, cost) == 12.0
-    assert benchmark.cpu_to_99({"steps_to_99": 500}, cost) == 50.0
-    assert benchmark.cpu_to_99({"steps_to_99": None}, cost) is None
-    assert benchmark.cpu_to_99({"steps_to_99": 500}, None) is None
-
-
-def test_an_included_run_and_a_step_cost_make_the_file_the_page_reads(benchmark, tmp_path, monkeypatch, capsys):
+def test_an_included_run_makes_the_file_the_page_reads(benchmark, tmp_path, monkeypatch, capsys):
     out = tmp_path / "ntm_copy.json"
     monkeypatch.setattr(sys, "argv", ["ntm_copy.py", "--include", str(RESULTS / "copy_ntm" / "checkpoint"),
-                                      str(RESULTS / "copy_lstm" / "checkpoint"), "--seeds", "--step-cost", "3",
-                                      "--out", str(out)])
+                                      str(RESULTS / "copy_lstm" / "checkpoint"), "--seeds", "--out", str(out)])
     benchmark.main()
     summary = json.loads(out.read_text())
     assert summary["seeds"] == [0] and summary["runs"][0]["source"].startswith("included from")
-    assert summary["step_cost"]["steps"] == 3 and 0 < summary["step_cost"]["cpu_seconds_per_step"] < 10
-    ntm = summary["ntm"]
-    assert ntm["steps_to_99"] == [summary["runs"][0]["ntm"]["steps_to_99"]]
-    assert ntm["cpu_seconds_to_99_estimated"] == [True]
-    assert ntm["cpu_seconds_to_99"][0] == pytest.approx(
-        ntm["steps_to_99"][0] * summary["step_cost"]["cpu_seconds_per_step"], rel=1e-3)
+    ntm, trained = summary["ntm"], summary["runs"][0]["ntm"]
+    assert ntm["steps_to_99"] == [trained["steps_to_99"]] and ntm["cpu_seconds"] == [trained["cpu_seconds"]]
+    assert ntm["cpu_seconds_to_99"] == [trained["cpu_seconds_to_99"]]
     assert summary["lstm"]["bit_accuracy_40"][0] < 0.95 <= ntm["bit_accuracy_40"][0]
+    assert summary["goal_met_cpu_time"] == (trained["cpu_seconds_to_99"] <= 600)
     assert "goal (every seed" in capsys.readouterr().out
+
+
+def test_the_baselines_budget_is_its_ntms_cpu_seconds(benchmark):
+    assert benchmark.cpu_budget({"cpu_seconds": 123.4, "train_seconds": 400.0}, 1) == 123.4
+    with pytest.raises(SystemExit, match="seed 3: its NTM's run did not record its CPU seconds"):
+        benchmark.cpu_budget({"train_seconds": 400.0}, 3)
 
 
 def test_a_run_trained_in_a_temporary_folder_is_recorded_without_it(benchmark):
@@ -84,10 +79,15 @@ def test_the_committed_results_have_what_the_page_reads():
     for run in summary["runs"]:
         assert run["ntm"]["model"] == "ntm" and run["ntm"]["steps_to_99"] is not None
         assert set(run["ntm"]["bit_accuracy_by_length"]) >= {"40"}
-        # The baseline of every seed: an LSTM of as many parameters, trained for as long as that NTM.
+        # The baseline of every seed: an LSTM of as many parameters, trained for as many CPU seconds
+        # as that NTM (the budget stops it within a step of it).
         lstm = run["lstm"]
         assert lstm["model"] == "lstm" and lstm["seed"] == run["seed"]
         assert abs(lstm["parameters"] - run["ntm"]["parameters"]) < 0.05 * run["ntm"]["parameters"]
-        assert lstm["train_config"]["max_seconds"] == pytest.approx(run["ntm"]["train_seconds"], abs=0.01)
+        assert lstm["train_config"]["max_cpu_seconds"] == pytest.approx(run["ntm"]["cpu_seconds"], abs=0.01)
+        assert lstm["stopped_because"] == "max_cpu_seconds reached"
+        assert lstm["cpu_seconds"] == pytest.approx(run["ntm"]["cpu_seconds"], rel=0.02)
+        # The NTM's budget: the goal's ten minutes of CPU time.
+        assert run["ntm"]["train_config"]["max_cpu_seconds"] == 600
         assert set(lstm["bit_accuracy_by_length"]) == set(run["ntm"]["bit_accuracy_by_length"])
     assert summary["lstm"]["seeds"] == summary["ntm"]["seeds"] == summary["seeds"]

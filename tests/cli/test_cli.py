@@ -143,7 +143,8 @@ def test_train_needs_both_files(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("option, value", [("--target-accuracy", "1.5"), ("--max-seconds", "-1"),
-                                           ("--epochs", "zero"), ("--track", "jax")])
+                                           ("--max-cpu-seconds", "0"), ("--epochs", "zero"),
+                                           ("--track", "jax")])
 def test_train_bad_options_exit_2(capsys, option, value):
     with pytest.raises(SystemExit) as stopped:
         main(["train", option, value])
@@ -180,6 +181,16 @@ def test_same_seed_same_run(tmp_path, capsys):
     weights = [np.load(tmp_path / name / "checkpoint" / "weights.npz") for name in ("a", "b")]
     for key in weights[0].files:
         np.testing.assert_array_equal(weights[0][key], weights[1][key])
+
+
+@pytest.mark.parametrize("task", ["dates", "classify"])
+def test_train_stops_at_a_cpu_seconds_budget(tmp_path, capsys, task):
+    code, stdout, stderr = run_main(capsys, "train", "--task", task, "--n-train", "300", "--n-test", "20",
+                                    "--max-cpu-seconds", "0.4", "--eval-every", "1000", "--hidden-size", "8",
+                                    "--embed-dim", "4", "--out", str(tmp_path), "--no-progress")
+    assert code == 0, stderr
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["stopped_because"] == "max_cpu_seconds reached" and summary["cpu_seconds"] >= 0.4
 
 
 def test_torch_track_trains_and_its_checkpoint_runs_in_numpy(tmp_path, capsys):

@@ -100,3 +100,13 @@ def test_the_copy_task_trains_the_lstm_baseline(tmp_path, capsys):
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["model"] == "lstm" and summary["track"] == "numpy"
     assert summary["parameters"] == 4 * 120 * (9 + 120) + 4 * 120 + 120 * 8 + 8
+
+
+def test_the_copy_task_stops_at_a_cpu_seconds_budget(tmp_path, capsys):
+    code, stdout, stderr = run_main(capsys, "train", "--task", "copy", "--model", "lstm", "--track", "torch",
+                                    "--max-cpu-seconds", "0.5", "--out", str(tmp_path), "--no-progress")
+    assert code == 0, stderr
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["stopped_because"] == "max_cpu_seconds reached"
+    assert summary["cpu_seconds"] >= 0.5 and summary["train_config"]["max_cpu_seconds"] == 0.5
+    assert "--max-cpu-seconds 0.5 " in summary["command"]
