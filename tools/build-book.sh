@@ -63,42 +63,18 @@ if [ ! -f "$root/_build/student.sources-hash" ] || [ "$(cat "$root/_build/studen
     echo "$sources_hash" > "$root/_build/student.sources-hash"
 fi
 
-# 2b. the chapters as .ipynb notebooks (no outputs), with the experiments' results they load,
-# into _build/student/chapters/: what a chapter's launch button opens (attention_course.book),
-# so a hub without jupytext opens them too. One Python process; a file is rewritten only when
-# its content changed.
-"$PYTHON" - "$root" <<'PY'
-import shutil, sys
-from pathlib import Path
-
-import jupytext
-import yaml
-
-root = Path(sys.argv[1])
-out = root / "_build" / "student" / "chapters"
-(out / "results").mkdir(parents=True, exist_ok=True)
-toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
-pages = [toc["root"]] + [entry["file"] for entry in toc.get("chapters", []) if "file" in entry]
-for page in pages:
-    source = root / f"{page}.md"
-    if not source.is_file() or "kernelspec" not in source.read_text(encoding="utf-8")[:600]:
-        continue
-    text = jupytext.writes(jupytext.read(source), fmt="ipynb")
-    target = out / f"{Path(page).name}.ipynb"
-    if not target.is_file() or target.read_text(encoding="utf-8") != text:
-        target.write_text(text, encoding="utf-8")
-for result in (root / "book" / "results").glob("*.json"):
-    target = out / "results" / result.name
-    if not target.is_file() or target.read_bytes() != result.read_bytes():
-        shutil.copy2(result, target)
-PY
+# 2b. the chapters as .ipynb notebooks (no outputs; code that the pages include from the package
+# written out, diagrams drawn), with the experiments' results they load, into
+# _build/student/chapters/: what a chapter's launch button opens (attention_course.book), so a hub
+# without jupytext opens them too. A file is rewritten only when its content changed.
+"$PYTHON" "$root/tools/chapter_notebooks.py" "$root" "$root/_build/student/chapters"
 
 # 3. the book. The execution cache keys on a page's code cells only, so a change to the package the
-# pages import, or to the experiments' results they load (book/results/), must empty it, or the
-# book would show the old code's outputs.
+# pages import, or to the experiments' results they load (book/results/: every file, checkpoints'
+# weights included), must empty it, or the book would show the old code's outputs.
 all_pages=()
 package_hash="$( { find attention_course -type f -name '*.py' ! -path '*/__pycache__/*' -print0; \
-    find book/results -type f -name '*.json' -print0 2>/dev/null; } | sort -z \
+    find book/results -type f -print0 2>/dev/null; } | sort -z \
     | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$root/_build/package.hash" 2>/dev/null)" != "$package_hash" ]; then
     echo "build-book: attention_course or book/results changed (or first build): executing every page"
