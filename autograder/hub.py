@@ -260,6 +260,23 @@ def users_environment(hub_dir: Path) -> tuple[Path, str]:
     return env, library_path
 
 
+def _autograder_path(hub_dir: Path) -> Path:
+    """A folder for the graders' PYTHONPATH holding only a link to this checkout's ``autograder``.
+
+    Not the checkout itself: Python finds a module by listing the folders of its path, and the
+    checkout need not be listable by others (only searchable, so that nothing else in it can be
+    found by listing)."""
+    folder = hub_dir / "lib"
+    folder.mkdir(exist_ok=True)
+    os.chmod(folder, 0o755)
+    link = folder / "autograder"
+    if link.is_symlink() and os.readlink(link) != str(REPO_ROOT / "autograder"):
+        link.unlink()
+    if not link.is_symlink():
+        link.symlink_to(REPO_ROOT / "autograder")
+    return folder
+
+
 def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, ip: str = "127.0.0.1",
           authenticator: str = "pam", password: str | None = None, create_users: bool = False,
           source: Path = REPO_ROOT / "solutions", timeout: float = 90.0) -> dict:
@@ -279,9 +296,18 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         raise GradingError(f"the source notebooks in {source} (solutions and hidden tests) can be read by every user "
                            f"of this machine, students included: `chmod o-rwx {source}`, or pass --source with a "
                            "private copy")
-    if not _reachable_by_all(REPO_ROOT / "attention_course"):
-        raise GradingError(f"the course package ({REPO_ROOT / 'attention_course'}) must be readable by the hub's "
-                           "users: their notebooks import it")
+    for package, why in (("attention_course", "their notebooks import it"),
+                         ("autograder", "the graders' servers run it")):
+        if not _reachable_by_all(REPO_ROOT / package):
+            raise GradingError(f"the course package ({REPO_ROOT / package}) must be readable by the hub's users: "
+                               f"{why}")
+    # The users reach the packages by name in this checkout, so they reach anything else in it whose
+    # name they guess: the solutions and a course directory must be closed to them.
+    exposed = [str(REPO_ROOT / name) for name in ("solutions", "grading")
+               if (REPO_ROOT / name).exists() and _reachable_by_all(REPO_ROOT / name)]
+    if exposed:
+        raise GradingError(f"{' and '.join(exposed)} can be read by every user of this machine, students included, "
+                           f"who reach the course's packages in that checkout: `chmod o-rwx {' '.join(exposed)}`")
     roster = read_roster(roster_path)
     hub_dir = Path(hub_dir).resolve()
     state_path = hub_dir / "state.json"
@@ -336,10 +362,11 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
     if authenticator == "dummy":
         _write(hub_dir / "dummy-password", password, 0o600)
     environment, library_path = users_environment(hub_dir)
+    python_path = _autograder_path(hub_dir)
     state = {
         "hub_dir": str(hub_dir), "ip": ip, "port": port, "hub_port": _free_port(), "proxy_api_port": _free_port(),
         "authenticator": authenticator, "venv": str(environment), "ld_library_path": library_path,
-        "repo": str(REPO_ROOT),
+        "repo": str(REPO_ROOT), "python_path": str(python_path),
         "proxy": str(PROXY), "exchange": str(exchange), "courses": courses,
     }
     for key in ("created_users", "created_groups"):

@@ -102,7 +102,7 @@ for course, spec in courses.items():
             "JUPYTER_CONFIG_PATH": str(hub_dir / "etc" / "grader"),
             "JUPYTERHUB_DEFAULT_URL": "/lab",
             "PYTHONNOUSERSITE": "1",
-            "PYTHONPATH": state["repo"],   # the autograder package
+            "PYTHONPATH": state["python_path"],   # the autograder package (a link to it)
             **library_path,
             # `python -m autograder ...` in this server works on this course:
             "AUTOGRADER_COURSE_ID": course,

@@ -66,18 +66,28 @@ def leftovers(state: dict) -> list[str]:
     return left
 
 
+CLOSED = ("solutions", "grading")   # what hub start wants closed to the users in the checkout
+
+
 @pytest.fixture(scope="module")
 def searchable_checkout():
     """The hub's users import the course from this checkout, which ``hub start`` refuses to serve
-    unless they can reach it. CI clones wherever it likes (a private temporary folder, root's
-    home): for this module's duration, the folders above the checkout that others cannot search
-    get search permission (o+x: reach a known name, not list), and get their modes back after."""
+    unless they can reach it, and unless they cannot reach its solutions. CI clones wherever it
+    likes (a private temporary folder, root's home) with solutions/ readable by all: for this
+    module's duration, the folders above the checkout that others cannot search get search
+    permission (o+x: reach a known name, not list), solutions/ (and grading/, if there) lose the
+    others' permissions, and all get their modes back after."""
     changed = {}
     for folder in [*reversed((REPO / "attention_course").resolve().parents)]:
         mode = folder.stat().st_mode
         if not mode & 0o001:
             changed[folder] = mode
             os.chmod(folder, (mode & 0o7777) | 0o001)
+    for name in CLOSED:
+        folder = REPO / name
+        if folder.exists() and folder.stat().st_mode & 0o007:
+            changed[folder] = folder.stat().st_mode
+            os.chmod(folder, folder.stat().st_mode & 0o7770)
     try:
         yield
     finally:
@@ -242,10 +252,11 @@ def test_a_student_cannot_reach_what_is_not_theirs(hub, users):
     code = "import os\nfor place in %r:\n    try:\n        os.listdir(place)\n        print('READ', place)\n" \
            "    except PermissionError:\n        print('DENIED')\n" % [str(p) for p in places]
     assert bo.run_code(code).split() == ["DENIED"] * len(places)
-    # the gradebook, by its name
-    gradebook = hub["dir"] / "courses" / course_a / "gradebook.db"
-    assert "PermissionError" in bo.run_code(f"try:\n    open({str(gradebook)!r}, 'rb')\nexcept Exception as e:\n"
-                                            "    print(type(e).__name__)\n")
+    # the gradebook, and the solutions in the checkout the course's packages come from, by their names
+    for secret in (hub["dir"] / "courses" / course_a / "gradebook.db",
+                   REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"):
+        assert "PermissionError" in bo.run_code(f"try:\n    open({str(secret)!r}, 'rb')\nexcept Exception as e:\n"
+                                                "    print(type(e).__name__)\n"), secret
 
 
 def test_a_launch_link_from_the_book_opens_the_notebook(hub, users):
@@ -323,3 +334,23 @@ def test_hub_errors_are_one_line(hub, tmp_path):
     done = subprocess.run([sys.executable, "-m", "autograder", "hub", "stop", "--dir", str(tmp_path / "none")],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "no hub set up" in done.stderr
+
+
+def test_hub_start_refuses_a_checkout_whose_solutions_every_user_can_read(hub, tmp_path):
+    roster = tmp_path / "roster.yml"
+    roster.write_text("courses:\n  x-y:\n    instructors: [nobody]\n")
+    (tmp_path / "password").write_text("secret")
+    source = hub["private"] / "source"   # private, so that only the checkout's solutions/ is at fault
+    solutions = REPO / "solutions"
+    mode = solutions.stat().st_mode
+    os.chmod(solutions, (mode & 0o7777) | 0o005)
+    try:
+        done = subprocess.run([sys.executable, "-m", "autograder", "hub", "start", str(roster), "--dir",
+                               str(tmp_path / "h"), "--authenticator", "dummy", "--password-file",
+                               str(tmp_path / "password"), "--source", str(source)],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+    finally:
+        os.chmod(solutions, mode & 0o7777)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"{solutions} can be read by every user" in done.stderr and f"chmod o-rwx {solutions}" in done.stderr
+    assert not (tmp_path / "h").exists()   # refused before it set anything up
