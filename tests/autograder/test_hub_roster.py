@@ -81,6 +81,7 @@ def hub_config(tmp_path, courses: dict):
 
     state = {"hub_dir": str(tmp_path), "ip": "127.0.0.1", "port": 8000, "hub_port": 8081, "proxy_api_port": 8001,
              "authenticator": "pam", "venv": "/opt/course", "ld_library_path": "", "repo": "/opt/repo",
+             "python_path": str(tmp_path / "lib"),
              "proxy": "/opt/chp", "exchange": str(tmp_path / "exchange"),
              "courses": {name: {**people, "grader": f"grader-{name}", "dir": str(tmp_path / name),
                                 "service_port": 9000 + i} for i, (name, people) in enumerate(courses.items())}}
@@ -107,6 +108,8 @@ def test_the_hub_configuration_gives_each_course_its_own_people(tmp_path):
     services = {s["name"]: s for s in config.JupyterHub.services}
     assert services["nlp101"]["user"] == "grader-nlp101" and services["nlp101"]["cwd"] == str(tmp_path / "nlp101")
     assert services["nlp101"]["environment"]["AUTOGRADER_COURSE_ID"] == "nlp101"
+    # autograder comes from the hub's lib/ (a link), not from a listing of the whole checkout
+    assert services["nlp101"]["environment"]["PYTHONPATH"] == str(tmp_path / "lib")
     # a student's server: nbgrader's student side only, and a token that reads only the user's own groups
     assert config.Spawner.environment["JUPYTER_CONFIG_PATH"] == str(tmp_path / "etc" / "student")
     assert not any(scope.startswith(("admin", "read:users!", "list:")) or scope in ("read:users", "read:groups")
