@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .tracks import TRACKS
-from .training import peak_rss_mb
+from .training import peak_rss_mb, result_summary, write_history
 
 EXIT_USAGE = 2
 
@@ -295,13 +295,7 @@ def train_command(args) -> dict:
                     max_output_length, extra={"task": task, "seed": args.seed, "trained_on": args.track})
     summary = {
         "test_exact_match": result.test_exact_match,
-        "train_seconds": round(result.train_seconds, 3),
-        "cpu_seconds": round(result.cpu_seconds, 3),
-        "steps": result.steps,
-        "peak_rss_mb": None,
-        "stopped_because": result.stopped_because,
-        "restored_best_step": result.restored_step,
-        "final_loss": result.losses[-1] if result.losses else None,
+        **result_summary(result),
         "track": args.track,
         "device": device,
         "model": args.model,
@@ -318,9 +312,8 @@ def train_command(args) -> dict:
         drawn = [(attention[i], source_vocab.split(test_pairs[i][0]),
                   _output_tokens(predictions[i], attention.shape[1], target_vocab)) for i in range(len(predictions))]
         summary["alignments"] = save_alignments(drawn, str(out / "alignments.png"))
-    (out / "history.json").write_text(json.dumps({"losses": result.losses, "evaluations": result.evaluations,
-                                                  "grad_norms": result.grad_norms}) + "\n")
-    summary["peak_rss_mb"] = peak_rss_mb()
+    write_history(out, result)
+    summary["peak_rss_mb"] = peak_rss_mb()  # the whole command's: decoding and plotting included
     return summary
 
 

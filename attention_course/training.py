@@ -15,17 +15,20 @@ learning rate can spike late in a run): the result then reports the best step an
 
 from __future__ import annotations
 
+import json
 import math
 import resource
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from .data import iterate_batches
 
-__all__ = ["TrainConfig", "TrainResult", "run_training", "exact_match", "peak_rss_mb"]
+__all__ = ["TrainConfig", "TrainResult", "run_training", "exact_match", "peak_rss_mb", "result_summary",
+           "write_history"]
 
 
 def peak_rss_mb() -> float:
@@ -94,6 +97,26 @@ class TrainResult:
         if self.restored_step is not None:
             return max(accuracy for step, accuracy in self.evaluations if step == self.restored_step)
         return self.evaluations[-1][1]
+
+
+def result_summary(result: TrainResult) -> dict:
+    """The training part of a run's JSON summary (the command line's and the chapter-9 tasks'),
+    with the process's peak memory so far."""
+    return {
+        "train_seconds": round(result.train_seconds, 3),
+        "cpu_seconds": round(result.cpu_seconds, 3),
+        "steps": result.steps,
+        "stopped_because": result.stopped_because,
+        "restored_best_step": result.restored_step,
+        "final_loss": result.losses[-1] if result.losses else None,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def write_history(folder, result: TrainResult) -> None:
+    """``folder/history.json``: the run's losses, evaluations and gradient norms, step by step."""
+    history = {"losses": result.losses, "evaluations": result.evaluations, "grad_norms": result.grad_norms}
+    (Path(folder) / "history.json").write_text(json.dumps(history) + "\n")
 
 
 def exact_match(predictions: list[str], targets: list[str]) -> float:

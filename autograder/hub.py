@@ -55,6 +55,9 @@ from .errors import GradingError
 
 HERE = Path(__file__).resolve().parent / "jupyterhub"
 DEFAULT_DIR = Path("/srv/attention-hub")
+# What the users must not reach in the checkout they import the course from: the solutions and
+# hidden tests, and the default course directory (gradebook, submissions).
+PRIVATE_IN_CHECKOUT = ("solutions", "grading")
 PROXY = REPO_ROOT / "tools" / "hub-assets" / "node_modules" / ".bin" / "configurable-http-proxy"
 AUTHENTICATORS = ("pam", "dummy")
 
@@ -303,7 +306,7 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
                                f"{why}")
     # The users reach the packages by name in this checkout, so they reach anything else in it whose
     # name they guess: the solutions and a course directory must be closed to them.
-    exposed = [str(REPO_ROOT / name) for name in ("solutions", "grading")
+    exposed = [str(REPO_ROOT / name) for name in PRIVATE_IN_CHECKOUT
                if (REPO_ROOT / name).exists() and _reachable_by_all(REPO_ROOT / name)]
     if exposed:
         raise GradingError(f"{' and '.join(exposed)} can be read by every user of this machine, students included, "

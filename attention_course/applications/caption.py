@@ -23,9 +23,9 @@ import numpy as np
 from ..core.configs import CaptionerConfig
 from ..data.captions import (CAPTION_VOCABULARY, COLOUR_NAMES, NO_OBJECT, SHAPE_NAMES, CaptionData, encode_captions,
                              generate_captions)
-from ..training import TrainConfig
+from ..training import TrainConfig, result_summary
 from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
-                     peak_rss_mb, result_summary, stopping_rules)
+                     stopping_rules)
 
 __all__ = ["DEFAULTS", "STOPPING", "stopping_defaults", "patch_features", "make_data", "build_model",
            "model_inputs", "bleu", "measure", "object_hits", "train", "train_command"]
@@ -203,7 +203,6 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
         "task": "caption",
         "seed": seed,
         "n_train": n_train,
-        "peak_rss_mb": peak_rss_mb(),
     }
     return TaskRun(model=model, summary=summary, result=result, test=test, extra={"measured": measured})
 

@@ -17,9 +17,9 @@ import numpy as np
 
 from ..core.configs import ClassifierConfig
 from ..data.classification import ClassificationData, generate_classification
-from ..training import TrainConfig
+from ..training import TrainConfig, result_summary
 from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
-                     peak_rss_mb, result_summary, stopping_rules)
+                     stopping_rules)
 
 __all__ = ["VARIANTS", "DEFAULTS", "make_data", "build_model", "measure", "train", "train_command"]
 
@@ -123,7 +123,6 @@ def train(track: str = "numpy", task: str = "majority", pooling: str = "attentio
         "task": {variant: name for name, variant in VARIANTS.items()}[task],
         "seed": seed,
         "n_train": n_train,
-        "peak_rss_mb": peak_rss_mb(),
     }
     return TaskRun(model=model, summary=summary, result=result, test=test, extra={"measured": measured})
 

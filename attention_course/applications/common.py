@@ -9,7 +9,6 @@ the best evaluation's weights kept.
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -19,10 +18,9 @@ from typing import Callable
 import numpy as np
 
 from ..core.configs import OptionError
-from ..training import TrainConfig, TrainResult, peak_rss_mb, run_training
+from ..training import TrainConfig, TrainResult, run_training, write_history
 
-__all__ = ["TaskRun", "fit", "call", "num_parameters", "given_options", "check_options", "stopping_rules",
-           "peak_rss_mb", "result_summary"]
+__all__ = ["TaskRun", "fit", "call", "num_parameters", "given_options", "check_options", "stopping_rules"]
 
 
 @dataclass
@@ -217,10 +215,7 @@ def finish_command(args, run) -> dict:
     """Write the run's ``history.json`` under ``--out`` (default ``runs/<task>``) and return its summary."""
     out = Path(args.out) if args.out is not None else Path("runs") / args.task
     out.mkdir(parents=True, exist_ok=True)
-    history = {"losses": run.result.losses, "evaluations": run.result.evaluations,
-               "grad_norms": run.result.grad_norms}
-    (out / "history.json").write_text(json.dumps(history) + "\n")
-    run.summary["peak_rss_mb"] = peak_rss_mb()
+    write_history(out, run.result)
     return run.summary
 
 
@@ -231,15 +226,3 @@ def stopping_rules(args, defaults: dict) -> dict:
     if all(value is None for value in rules.values()):
         rules.update(defaults)
     return rules
-
-
-def result_summary(result: TrainResult) -> dict:
-    """The training part of a summary, in the dates task's words."""
-    return {
-        "train_seconds": round(result.train_seconds, 3),
-        "cpu_seconds": round(result.cpu_seconds, 3),
-        "steps": result.steps,
-        "stopped_because": result.stopped_because,
-        "restored_best_step": result.restored_step,
-        "final_loss": result.losses[-1] if result.losses else None,
-    }

@@ -16,9 +16,9 @@ import numpy as np
 
 from ..core.configs import MemoryConfig
 from ..data.babi import BABI_KINDS, BABI_VOCABULARY, BabiBatch, encode_babi, generate_babi
-from ..training import TrainConfig
+from ..training import TrainConfig, result_summary
 from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
-                     peak_rss_mb, result_summary, stopping_rules)
+                     stopping_rules)
 
 __all__ = ["DEFAULTS", "MAX_SENTENCES", "make_data", "build_model", "measure", "train", "train_command"]
 
@@ -122,7 +122,6 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 4000, n_validation
         "task": "babi",
         "seed": seed,
         "n_train": n_train,
-        "peak_rss_mb": peak_rss_mb(),
     }
     return TaskRun(model=model, summary=summary, result=result, test=(test_examples, test),
                    extra={"measured": measured})

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import initializers
 from ..core.configs import NTMConfig
 from ..core.initializers import init_rng
 from ..core.shapes import check_array

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.configs import OptionError, Seq2seqConfig, TransformerConfig
+from ..core.configs import OptionError, TransformerConfig
 from ..data import ParallelBatch, Vocabulary
 from ..decoding import Decoded
 from ..training import TrainConfig

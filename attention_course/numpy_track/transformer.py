@@ -289,7 +289,7 @@ class MultiHeadAttention(Layer):
         causal: bool = False,
     ) -> np.ndarray:
         N, T_q, T_k = self._check(query, source, key_mask, causal)
-        d, dtype = self.d_model, query.dtype
+        dtype = query.dtype
         if source is None:  # self-attention: one product for the three projections
             W_qkv, b_qkv = self._weights("qkv", dtype)
             Q, K, V = np.split(
@@ -319,7 +319,7 @@ class MultiHeadAttention(Layer):
 
     def backward(self, d_out: np.ndarray):
         query, source, Q_heads, K_heads, V_heads, weights, concat, scale = self._cache
-        d, dtype = self.d_model, d_out.dtype
+        dtype = d_out.dtype
         self._param_grads("o", concat, d_out)
         d_concat = _affine(d_out, as_dtype(self.params["W_o"], dtype).T)
         d_heads = self._split_heads(d_concat)  # (N, h, T_q, d_k)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..core.configs import Seq2seqConfig, TransformerConfig
+from ..core.configs import TransformerConfig
 from ..data import ParallelBatch, Vocabulary
 from ..decoding import Decoded
 from ..training import TrainConfig

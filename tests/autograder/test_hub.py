@@ -66,9 +66,6 @@ def leftovers(state: dict) -> list[str]:
     return left
 
 
-CLOSED = ("solutions", "grading")   # what hub start wants closed to the users in the checkout
-
-
 @pytest.fixture(scope="module")
 def searchable_checkout():
     """The hub's users import the course from this checkout, which ``hub start`` refuses to serve
@@ -83,7 +80,7 @@ def searchable_checkout():
         if not mode & 0o001:
             changed[folder] = mode
             os.chmod(folder, (mode & 0o7777) | 0o001)
-    for name in CLOSED:
+    for name in course_hub.PRIVATE_IN_CHECKOUT:
         folder = REPO / name
         if folder.exists() and folder.stat().st_mode & 0o007:
             changed[folder] = folder.stat().st_mode

@@ -19,11 +19,10 @@ widget state must render its widgets.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from book_helpers import parse_html, toc_files
+from book_helpers import toc_files
 from chromium import CHROMIUM, Browser
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "

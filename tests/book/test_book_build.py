@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from book_helpers import HTML, ROOT, parse_html, toc_files
+from book_helpers import ROOT, parse_html, toc_files
 
 REMOTE_ASSET = re.compile(r"^(https?:)?//", re.IGNORECASE)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attention_course.cli import main
-from attention_course.data import generate_dates, save_pairs_tsv
+from attention_course.data import save_pairs_tsv
 
 
 def run_main(capsys, *argv):

@@ -1,6 +1,5 @@
 """Tests for attention_course/torch_track/pooling.py: parity with the NumPy track's pooling layers."""
 
-import numpy as np
 import pytest
 import torch
 
