@@ -153,7 +153,8 @@ def graded_notebook(prepared: Prepared, result: dict):
         if grade_id in tests:
             record = tests[grade_id]
             cell.metadata["autograder"] = {"passed": record.get("passed") is True,
-                                           "message": str(record.get("message", ""))[:2000]}
+                                           "message": str(record.get("message", ""))[:2000],
+                                           "feedback": str(record.get("feedback", ""))[:400]}
     try:
         nbformat.validate(nb)
     except nbformat.ValidationError:  # an output the worker sent is malformed: drop the outputs, keep the grades
@@ -244,19 +245,23 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
             notebooks = max(1, len(list(course.release_dir(assignment).glob("*.ipynb"))))
             size = max(1, min(options.workers, len(students) * notebooks))
             lease = sandbox.UidLease(size) if (bwrap and os.geteuid() == 0) else None
-            config = sandbox.make_config(bwrap, options.limits, run_dir, size, uids=lease.uids if lease else ())
+            with open_gradebook(course) as gb:
+                plans = {plan.name: plan for plan in plan_assignment(course, gb, assignment)}
+            modules = sorted({module for plan in plans.values() for module in plan.course_modules})
+            config = sandbox.make_config(bwrap, options.limits, run_dir, size, uids=lease.uids if lease else (),
+                                         modules=modules)
             # The probe runs while submissions are prepared; no student code runs before it passed.
             prober = ThreadPoolExecutor(1)
             probe = prober.submit(sandbox.preflight, config, [
                 course.root, course.source, REPO_ROOT / "autograder", REPO_ROOT / "tests", run_dir / "io"])
             prober.shutdown(wait=False)
+            # The watchdog of a worker: the notebook's own limit, and time to start a sandbox twice.
             workers = pool.WorkerPool(size, course.logs_dir / f"autograde-{assignment}.log",
-                                      timeout=options.notebook_timeout + 300,
+                                      timeout=options.notebook_timeout + pool.STARTUP_ALLOWANCE,
                                       memory_cap=sandbox.tree_memory_limit(options.limits)).start()
             scanner = ThreadPoolExecutor(max(1, min(2, size)))
             report = load_report(course, assignment)
             with open_gradebook(course) as gb:
-                plans = {plan.name: plan for plan in plan_assignment(course, gb, assignment)}
                 jobs, ready, scans = {}, [], {}
                 (run_dir / "io").mkdir()
                 sandbox_data = _data_files(course, assignment, run_dir)
@@ -279,7 +284,8 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                                          "data_dir": str(course.release_dir(assignment)),
                                          "sandbox_data": str(sandbox_data) if sandbox_data else None,
                                          "sandbox": config.to_json(), "cell_timeout": options.cell_timeout,
-                                         "notebook_timeout": options.notebook_timeout}, prepared)
+                                         "notebook_timeout": options.notebook_timeout,
+                                         "reference": plan.reference}, prepared)
                     extra = sorted(p.name for p in folder.glob("*.ipynb") if p.stem not in plans)
                     if extra:
                         report["students"][student]["notes"].append(f"not part of the assignment, ignored: {', '.join(extra)}")

@@ -15,6 +15,21 @@ For one notebook, ``grade_notebook``:
    without an exception, within the cell's time limit. Anything else, including a child that is
    gone, is a failure with its reason. The student's prints and stderr play no part.
 
+Expected values come from the judge alone: the test cells compute them from their own inputs, with
+the course package and the exercise's own reference (``reference.py`` beside the source notebook,
+bound to the name ``reference``), neither of which the sandbox holds.
+
+Every wait has a deadline and every input a budget: a reply must arrive whole within the call's
+time limit (a frame's length followed by nothing is a timeout, not a hang); a notebook's replies
+and recorded output are bounded (``REPLY_BUDGET``, ``OUTPUT_BUDGET``): a reply over budget fails
+its test cell with the reason, and the notebook goes on.
+
+A record has two messages: ``message``, everything the instructor may want (the failing check, the
+student's exception), and ``feedback``, what the student may see. For a check that failed in the
+hidden part of a test cell, ``feedback`` never holds a value, message or traceback computed for or
+returned from it: only that a hidden test failed and the instructor's reason (a ``# reason: ...``
+comment above the check in the hidden part), or a fixed sentence.
+
 This module never executes a line of the student's code, and never sends a test's source to the
 sandbox.
 """
@@ -27,6 +42,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -35,10 +51,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import wire
+from .references import NAME as REFERENCE_NAME, load_reference
 from .sandbox import SandboxConfig, runner_argv
 
 MAX_TEST_OUTPUT = 64 * 1024
 INTERRUPT_GRACE = 2.0
+OUTPUT_BUDGET = 2 * 1024 * 1024        # characters of the student's cells' output kept per notebook
+REPLY_LIMIT = 128 * 1024 * 1024        # bytes of one reply from the sandbox
+REPLY_BUDGET = 512 * 1024 * 1024       # bytes of all replies of one notebook
+HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+HIDDEN_FAILED = "a hidden test of this cell failed"
 
 
 class SandboxStopped(RuntimeError):
@@ -47,6 +69,10 @@ class SandboxStopped(RuntimeError):
 
 class CellTimeout(RuntimeError):
     """A call into the student's code ran past the cell's time limit."""
+
+
+class ReplyOverBudget(RuntimeError):
+    """A reply of the student's code over the size limits (read and dropped; the process goes on)."""
 
 
 class StudentCodeError(Exception):
@@ -91,6 +117,8 @@ class Zygote:
         self.control: socket.socket | None = None
         self.child_alive = False
         self.startup_seconds = 0.0
+        self.startup_total = 0.0  # every start of this zygote, restarts included
+        self.replaced = 0     # how often a child's clean-up failed and the zygote was closed for it
 
     @property
     def alive(self) -> bool:
@@ -112,6 +140,7 @@ class Zygote:
             self.close()
             raise SandboxStopped(f"the sandbox did not start ({message or 'no answer'})")
         self.startup_seconds = time.perf_counter() - started
+        self.startup_total += self.startup_seconds
 
     def _read(self, timeout: float) -> dict | None:
         if self.control is None:
@@ -149,16 +178,23 @@ class Zygote:
             except OSError:
                 pass
 
-    def wait_exited(self, timeout: float = 20.0) -> str | None:
-        """After a child's socket closed: the zygote's report that it is gone and all is cleaned."""
+    def wait_exited(self, timeout: float = 30.0) -> str | None:
+        """After a child's socket closed: the zygote's report that it is gone and all is cleaned.
+
+        A zygote that does not answer, or could not clean up everything the child left, is closed:
+        the next submission gets a new one (a new sandbox, with empty folders)."""
         deadline = time.monotonic() + timeout
         while self.child_alive:
             message = self._read(deadline - time.monotonic())
             if message is None:
+                self.replaced += 1
                 self.close()  # no answer: the zygote itself is in trouble; a new one next time
                 return None
             if message.get("op") == "exited":
                 self.child_alive = False
+                if message.get("clean") is not True:
+                    self.replaced += 1
+                    self.close()
                 return str(message.get("status", ""))[:200]
         return None
 
@@ -185,9 +221,23 @@ class Child:
         self.sock = sock
         self.stopped: str | None = None   # why it is gone, once it is
         self.exit_status: str | None = None
+        self.reply_budget = REPLY_BUDGET  # bytes the rest of this notebook's replies may take
+
+    def _take(self, size: int) -> None:
+        """``wire.receive``'s size check: one reply within ``REPLY_LIMIT``, all within the budget."""
+        limit = min(REPLY_LIMIT, self.reply_budget)
+        if size > limit:
+            self.reply_budget = max(0, self.reply_budget - size)
+            which = "one reply's limit" if limit == REPLY_LIMIT else "this notebook's budget for replies"
+            raise wire.OverBudget(f"your code's reply ({size / 2**20:.1f} MiB) is over {which} "
+                                  f"({limit / 2**20:.0f} MiB)")
+        self.reply_budget -= size
 
     def request(self, message: dict, timeout: float) -> dict:
-        """Send one request and return the child's reply; SandboxStopped or CellTimeout otherwise."""
+        """Send one request and return the child's reply; SandboxStopped or CellTimeout otherwise.
+
+        The whole reply must arrive within ``timeout`` (plus the interrupt's grace when it had to be
+        interrupted): a reply that starts and stalls is a timeout, and its process is stopped."""
         if self.stopped:
             raise SandboxStopped(self.stopped)
         try:
@@ -197,16 +247,24 @@ class Child:
         except OSError:
             self._stop("the process running your code has stopped")
             raise SandboxStopped(self.stopped) from None
+        deadline = time.monotonic() + max(0.0, timeout)
         timed_out = False
-        if not self._wait(timeout):
+        if not self._wait(deadline - time.monotonic()):
             timed_out = True
             self.zygote.signal("interrupt")
+            deadline = time.monotonic() + INTERRUPT_GRACE
             if not self._wait(INTERRUPT_GRACE):
                 self.zygote.signal("kill")
                 self._stop("your code ran past its time limit and ignored the interrupt: its process was stopped")
                 raise CellTimeout(self.stopped)
         try:
-            reply = wire.receive(self.sock)
+            reply = wire.receive(self.sock, deadline=deadline + INTERRUPT_GRACE, on_size=self._take)
+        except wire.OverBudget as exc:
+            return {"ok": False, "over_budget": str(exc), "output": ""}
+        except wire.WireTimeout:
+            self.zygote.signal("kill")
+            self._stop("your code's reply did not arrive whole within the time limit: its process was stopped")
+            raise CellTimeout(self.stopped) from None
         except (EOFError, OSError):
             self._stop("the process running your code has stopped")
             raise SandboxStopped(self.stopped) from None
@@ -278,11 +336,13 @@ class _Calls:
 
     def ask(self, message: dict):
         try:
-            reply = self.child.request(self.outgoing(message), self.remaining())
+            reply = self.child.request(dict(self.outgoing(message), max_output=0), self.remaining())
         except wire.WireError as exc:
             raise TypeError(f"the test cannot send this to your code: {exc}") from None
         if reply.get("timed_out"):
             raise CellTimeout("your code ran past the test cell's time limit and was interrupted")
+        if reply.get("over_budget"):
+            raise ReplyOverBudget(reply["over_budget"])
         if not reply["ok"]:
             raise remote_error(reply.get("error") or {})
         return self.incoming(reply.get("value"))
@@ -411,30 +471,118 @@ def _cell_outputs(reply: dict) -> list[dict]:
     error = reply.get("error")
     if not reply.get("ok") and isinstance(error, dict):
         outputs.append(_error_output(str(error.get("type", "Error"))[:100], str(error.get("message", ""))[:2000]))
+    if reply.get("over_budget"):
+        outputs.append(_error_output("GraderLimit", str(reply["over_budget"])))
     return outputs
+
+
+@dataclass
+class Segment:
+    """A run of a test cell's lines, visible or hidden, compiled on its own."""
+
+    hidden: bool
+    code: object          # a code object
+    reasons: list[tuple[int, str]] = field(default_factory=list)   # (line, the instructor's reason)
+
+
+_REASON = re.compile(r"^\s*#\s*reason:\s*(.+?)\s*$", re.IGNORECASE)
+
+
+def test_segments(cell: Cell) -> list[Segment]:
+    """The cell's visible and hidden parts, in order, each compiled alone (the hidden markers split
+    them). A cell whose parts do not compile alone (a marker inside a block) is one hidden segment:
+    any failure in it is then reported as a hidden test's."""
+    source = _python_only(cell.source)
+    lines = source.splitlines()
+    hidden_any = any(HIDDEN_BEGIN in line for line in lines)
+    where = f"<test cell {cell.grade_id or cell.index}>"
+    parts: list[tuple[bool, list[str]]] = [(False, [])]
+    for line in lines:
+        if HIDDEN_BEGIN in line:
+            parts.append((True, []))
+        elif HIDDEN_END in line:
+            parts.append((False, []))
+        parts[-1][1].append(line)   # the marker lines stay (as comments), so line numbers match
+    try:
+        segments = []
+        offset = 0
+        for hidden, chunk in parts:
+            text = "\n" * offset + "\n".join(chunk)
+            reasons = [(offset + number + 1, match.group(1)) for number, line in enumerate(chunk)
+                       if hidden and (match := _REASON.match(line))]
+            segments.append(Segment(hidden, compile(text, where, "exec"), reasons))
+            offset += len(chunk)
+        return segments
+    except SyntaxError:
+        if not hidden_any:
+            raise
+        reasons = [(number + 1, match.group(1)) for number, line in enumerate(lines) if (match := _REASON.match(line))]
+        return [Segment(True, compile(source, where, "exec"), reasons)]
+
+
+def _failing_line(exc: BaseException, where: str) -> int | None:
+    """The line of the test cell (``where``) in which ``exc`` was raised, from its traceback."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == where:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _reason_for(segment: Segment, line: int | None) -> str | None:
+    """The instructor's reason written closest above ``line`` in a hidden segment."""
+    if line is None:
+        return None
+    before = [text for number, text in segment.reasons if number < line]
+    return before[-1][:300] if before else None
+
+
+def hidden_feedback(reason: str | None, detail: str | None = None) -> str:
+    """What a student reads about a hidden test that failed: never a value or a message of the test."""
+    text = HIDDEN_FAILED + (f": {reason}" if reason else "")
+    return text + (f" ({detail})" if detail else "")
 
 
 class Notebook:
     """Grades one notebook: runs its student and read-only cells in the sandbox, its tests here."""
 
     def __init__(self, zygote: Zygote, cells: list[Cell], names: list[str], cell_timeout: float,
-                 notebook_timeout: float, data_dir: str | None) -> None:
+                 notebook_timeout: float, data_dir: str | None, reference: str | None = None) -> None:
         self.zygote, self.cells, self.names = zygote, cells, names
         self.cell_timeout, self.notebook_timeout = cell_timeout, notebook_timeout
         self.data_dir = data_dir
+        self.reference = reference
         self.outcome = Outcome()
         self.deadline = time.monotonic() + notebook_timeout
+        self.output_left = OUTPUT_BUDGET
 
     def _spawn(self) -> Child | None:
+        """A fresh child; a spawn that fails is retried once on a fresh zygote."""
         started = time.perf_counter()
         try:
-            child = self.zygote.spawn()
-        except SandboxStopped as exc:
-            self.outcome.note("stopped", str(exc))
+            for attempt in (1, 2):
+                try:
+                    return self.zygote.spawn()
+                except SandboxStopped as exc:
+                    self.zygote.close()
+                    if attempt == 2:
+                        self.outcome.note("stopped", str(exc))
             return None
         finally:
             self.outcome.timing["startup"] += time.perf_counter() - started
-        return child
+
+    def _run(self, child: Child, source: str, timeout: float) -> dict:
+        """Run one cell in the child; its output counts against the notebook's output budget."""
+        reply = child.request({"op": "run", "code": source, "max_output": self.output_left}, timeout)
+        text = reply.get("output")
+        if isinstance(text, str):
+            if self.output_left and len(text) >= self.output_left:
+                self.outcome.notes.append(f"this notebook's output budget ({OUTPUT_BUDGET // 2**20} MiB) "
+                                          "is spent: the output of later cells was dropped")
+            self.output_left = max(0, self.output_left - len(text))
+        return reply
 
     def _run_code_cells(self) -> Child | None:
         """Step 1: every student and read-only code cell, in order, in one child (replaced if lost)."""
@@ -448,7 +596,7 @@ class Notebook:
                 self.outcome.note("timeout", "the notebook ran past its time limit: later cells were not run")
                 break
             try:
-                reply = child.request({"op": "run", "code": cell.source}, min(self.cell_timeout, left))
+                reply = self._run(child, cell.source, min(self.cell_timeout, left))
             except (SandboxStopped, CellTimeout) as exc:
                 where = f"cell {cell.grade_id or cell.index}"
                 self.outcome.note("stopped", f"{where}: {exc} ({child.exit_status or 'no status'}); "
@@ -457,10 +605,12 @@ class Notebook:
                 # A new process re-runs the cells that completed, so the tests see what they defined.
                 child = self._spawn()
                 for earlier in completed:
-                    if child is None:
+                    left = self.deadline - time.monotonic()
+                    if child is None or left <= 0:
                         break
                     try:
-                        child.request({"op": "run", "code": earlier.source}, self.cell_timeout)
+                        child.request({"op": "run", "code": earlier.source, "max_output": 0},
+                                      min(self.cell_timeout, left))
                     except (SandboxStopped, CellTimeout):
                         self.outcome.note("stopped", "the cells before the one that stopped could not be re-run")
                         child = None
@@ -477,11 +627,17 @@ class Notebook:
         self.outcome.timing["student"] += time.perf_counter() - started
         return child
 
+    def _namespace(self) -> dict:
+        namespace: dict = {"__name__": "__main__", "get_ipython": lambda: _NoShell()}
+        if self.reference:
+            namespace[REFERENCE_NAME] = load_reference(self.reference)
+        return namespace
+
     def _run_tests(self, child: Child | None) -> None:
         """Step 2: read-only and test cells here, with the student's names as proxies."""
         started = time.perf_counter()
         calls = _Calls(child) if child is not None else None
-        namespace: dict = {"__name__": "__main__", "get_ipython": lambda: _NoShell()}
+        namespace = self._namespace()
         previous = os.getcwd()
         if self.data_dir:
             os.chdir(self.data_dir)
@@ -496,13 +652,12 @@ class Notebook:
                     cell_started = time.perf_counter()
                     deadline = min(time.monotonic() + self.cell_timeout, self.deadline)
                     self._bind(namespace, calls)
-                    ok, text, error = self._exec(cell, namespace, calls, deadline)
-                    record = {"passed": ok, "seconds": round(time.perf_counter() - cell_started, 4)}
+                    record, text = self._test(cell, namespace, calls, deadline)
+                    record["seconds"] = round(time.perf_counter() - cell_started, 4)
                     outputs = [_stream(text)] if text else []
-                    if not ok:
-                        record["message"] = error
-                        kind, _, detail = error.partition(": ")
-                        outputs.append(_error_output(kind, detail or error))
+                    if not record["passed"]:
+                        kind, _, detail = record["message"].partition(": ")
+                        outputs.append(_error_output(kind, detail or record["message"]))
                     self.outcome.tests[cell.grade_id] = record
                     self.outcome.outputs[cell.index] = outputs
         finally:
@@ -531,33 +686,72 @@ class Notebook:
             elif entry.get("kind") == "value":
                 namespace[name] = entry.get("value")
 
+    def _test(self, cell: Cell, namespace: dict, calls: _Calls | None, deadline: float) -> tuple[dict, str]:
+        """Run a test cell here, part by part; its record (``passed``, ``message``, ``feedback``) and
+        what it printed. A failure in a hidden part gives the student only ``hidden_feedback``."""
+        if calls is not None:
+            calls.deadline = deadline
+        where = f"<test cell {cell.grade_id or cell.index}>"
+        buffer = io.StringIO()
+        try:
+            segments = test_segments(cell)
+        except (SyntaxError, ValueError) as exc:
+            message = f"the test cell does not compile: {type(exc).__name__}: {exc}"
+            return {"passed": False, "message": message[:2000], "feedback": "the test cell could not run"}, ""
+        after_hidden = False   # what runs after a hidden part may use its values: treated as hidden
+        for segment in segments:
+            after_hidden = after_hidden or segment.hidden
+            error, exc = self._run_code(segment.code, namespace, buffer)
+            if not error:
+                continue
+            text = self._printed(buffer)
+            if not after_hidden:
+                return {"passed": False, "message": error, "feedback": error.splitlines()[0][:300]}, text
+            detail = str(exc) if isinstance(exc, (CellTimeout, SandboxStopped)) else None
+            reason = _reason_for(segment, _failing_line(exc, where)) if segment.hidden else None
+            return {"passed": False, "message": error, "feedback": hidden_feedback(reason, detail)}, text
+        return {"passed": True}, self._printed(buffer)
+
     @staticmethod
-    def _exec(cell: Cell, namespace: dict, calls: _Calls | None, deadline: float) -> tuple[bool, str, str]:
-        """Run instructor code here; (completed, printed text, error message)."""
+    def _printed(buffer: io.StringIO) -> str:
+        text = buffer.getvalue()
+        if len(text) > MAX_TEST_OUTPUT:
+            text = text[:MAX_TEST_OUTPUT] + "\n[output truncated by the grader]\n"
+        return text
+
+    @staticmethod
+    def _run_code(code, namespace: dict, buffer: io.StringIO) -> tuple[str, BaseException | None]:
+        """Run compiled instructor code here; ("", None) when it completed, else the error message
+        (for the instructor) and the exception."""
+        try:
+            with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+                exec(code, namespace)  # noqa: S102 - the instructor's cell, in the judge
+            return "", None
+        except BaseException as exc:  # noqa: BLE001 - any failure of a test is that test's failure
+            caught = exc
+        if isinstance(caught, NameError):
+            error = f"NameError: {caught}" + (" (it is not defined in your notebook, or your notebook could not "
+                                              "run it)" if getattr(caught, "name", None) else "")
+        elif isinstance(caught, StudentCodeError):
+            error = f"your code raised {caught}"
+        else:
+            error = f"{type(caught).__name__}: {caught}"
+        return error[:2000], caught
+
+    def _exec(self, cell: Cell, namespace: dict, calls: _Calls | None, deadline: float) -> tuple[bool, str, str]:
+        """Run a read-only cell here; (completed, printed text, error message)."""
         if calls is not None:
             calls.deadline = deadline
         buffer = io.StringIO()
         try:
             code = compile(_python_only(cell.source), f"<{cell.kind} cell {cell.grade_id or cell.index}>", "exec")
-            with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-                exec(code, namespace)  # noqa: S102 - the instructor's cell, in the judge
-            error = ""
-        except NameError as exc:
-            name = getattr(exc, "name", None)
-            error = f"NameError: {exc}" + (" (it is not defined in your notebook, or your notebook could not "
-                                           "run it)" if name else "")
-        except StudentCodeError as exc:
-            error = f"your code raised {exc}"
-        except (CellTimeout, SandboxStopped) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        except BaseException as exc:  # noqa: BLE001 - any failure of a test is that test's failure
-            error = f"{type(exc).__name__}: {exc}"
-        text = buffer.getvalue()
-        if len(text) > MAX_TEST_OUTPUT:
-            text = text[:MAX_TEST_OUTPUT] + "\n[output truncated by the grader]\n"
-        return not error, text, error[:2000]
+        except (SyntaxError, ValueError) as exc:
+            return False, "", f"{type(exc).__name__}: {exc}"[:2000]
+        error, _ = self._run_code(code, namespace, buffer)
+        return not error, self._printed(buffer), error
 
     def grade(self) -> Outcome:
+        replaced = self.zygote.replaced
         child = self._run_code_cells()
         try:
             self._run_tests(child)
@@ -566,27 +760,50 @@ class Notebook:
                 child.close()
                 if child.stopped:
                     self.outcome.note("stopped", child.stopped)
+        if self.zygote.replaced > replaced:
+            self.outcome.notes.append("the sandbox could not be emptied after this notebook: it was replaced "
+                                      "before the next one")
         for cell in self.cells:  # fail closed: a test cell that left no record did not pass
             if cell.kind == "test" and cell.grade_id not in self.outcome.tests:
-                self.outcome.tests[cell.grade_id] = {"passed": False, "message": "the test did not run"}
+                self.outcome.tests[cell.grade_id] = {"passed": False, "message": "the test did not run",
+                                                     "feedback": "the test did not run"}
         return self.outcome
 
 
 def grade_notebook(zygote: Zygote, cells: list[Cell], names: list[str], *, cell_timeout: float,
-                   notebook_timeout: float, data_dir: str | None) -> Outcome:
-    return Notebook(zygote, cells, names, cell_timeout, notebook_timeout, data_dir).grade()
+                   notebook_timeout: float, data_dir: str | None, reference: str | None = None) -> Outcome:
+    return Notebook(zygote, cells, names, cell_timeout, notebook_timeout, data_dir, reference).grade()
 
 
 def needs_torch(sources: list[str]) -> bool:
     return any("torch" in source for source in sources)
 
 
-def preload_for(sources: list[str]) -> list[str]:
-    """The modules the zygote imports before forking (paid once per worker, not per notebook)."""
-    modules = ["numpy", "IPython", "attention_course", "attention_course.testing.checks"]
+def course_imports(sources: list[str]) -> list[str]:
+    """The ``attention_course`` modules these cells import (what the sandbox library must offer)."""
+    found: list[str] = []
+    for source in sources:
+        try:
+            tree = ast.parse(_python_only(source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            found += [name for name in names if name.split(".")[0] == "attention_course" and name not in found]
+    return found
+
+
+def preload_for(sources: list[str], course_modules: list[str] = ()) -> list[str]:
+    """The modules the zygote imports before forking (paid once per worker, not per notebook):
+    numpy, IPython, the course modules the sandbox offers, and torch when the notebook uses it."""
+    modules = ["numpy", "IPython", "attention_course", "attention_course.testing.checks", *course_modules]
     if needs_torch(sources):
-        modules += ["torch", "attention_course.torch_track"]
-    return modules
+        modules.append("torch")
+    return list(dict.fromkeys(modules))
 
 
 def job_cells(job: dict) -> list[Cell]:

@@ -25,6 +25,10 @@ from .course import REPO_ROOT
 from .sandbox import remove_memory_cgroup
 
 _DONE = object()
+# Beyond a notebook's own time limit, what a worker may take before its watchdog kills it: starting
+# its sandbox (twice, when the first start fails) and cleaning up after the notebook.
+STARTUP_ALLOWANCE = 120
+MAX_RESULT_BYTES = 64 * 1024 * 1024   # one job's result line (the notebook's outputs are budgeted below this)
 
 
 class _Worker:
@@ -32,13 +36,13 @@ class _Worker:
         self.log = log
         self.env = env
         self.proc: subprocess.Popen | None = None
-        self.buffer = b""
+        self.pending: list[bytes] = []   # what was read after the last result line
 
     def start(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "autograder.worker"], cwd=REPO_ROOT, env=self.env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      bufsize=0, start_new_session=True)
-        self.buffer = b""
+        self.pending = []
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
@@ -63,6 +67,37 @@ class _Worker:
         self.kill()
         remove_memory_cgroup(proc.pid)
 
+    def _read_line(self, deadline: float) -> bytes | dict:
+        """The worker's next line, read in linear time (each chunk is searched once); an error
+        result when it takes past ``deadline``, grows past ``MAX_RESULT_BYTES`` or the worker dies."""
+        chunks, size = self.pending, sum(len(c) for c in self.pending)
+        self.pending = []
+        fd = self.proc.stdout.fileno()
+        while not (chunks and b"\n" in chunks[-1]):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                return {"status": "error", "reasons": ["grading worker gave no result within its time limit: killed"]}
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                code = self.proc.wait()
+                remove_memory_cgroup(self.proc.pid)
+                self.proc = None
+                return {"status": "error", "reasons": [f"grading worker died (exit status {code})"]}
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_RESULT_BYTES:
+                self.kill()
+                return {"status": "error", "reasons": [f"the grading result was larger than "
+                                                       f"{MAX_RESULT_BYTES // 2**20} MiB: killed"]}
+        line, _, rest = chunks.pop().partition(b"\n")
+        if rest:
+            self.pending = [rest]
+        return b"".join(chunks) + line
+
     def run(self, job: dict, timeout: float) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
@@ -71,26 +106,15 @@ class _Worker:
         except OSError as exc:
             self.kill()
             return {"status": "error", "reasons": [f"grading worker unavailable: {exc}"]}
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.kill()
-                return {"status": "error", "reasons": [f"grading worker gave no result within {timeout:.0f} s: killed"]}
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                code = self.proc.wait()
-                remove_memory_cgroup(self.proc.pid)
-                self.proc = None
-                return {"status": "error", "reasons": [f"grading worker died (exit status {code})"]}
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        answer = json.loads(line)
-        if answer.get("id") != job["id"]:
+        line = self._read_line(time.monotonic() + timeout)
+        if isinstance(line, dict):
+            return line
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            self.kill()
+            return {"status": "error", "reasons": ["grading worker wrote an unreadable result: killed"]}
+        if not isinstance(answer, dict) or answer.get("id") != job["id"] or not isinstance(answer.get("result"), dict):
             self.kill()
             return {"status": "error", "reasons": ["grading worker answered another job: killed"]}
         return answer["result"]

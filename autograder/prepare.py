@@ -4,7 +4,9 @@ Runs in the main process (it reads the gradebook), before any student code runs;
 is guarded, so a notebook crafted to break one ends as that submission's flag, and nothing else:
 
 1. ``load_submission``: bytes -> a valid nbformat-4 notebook, or None with the reason (too big,
-   not UTF-8, invalid JSON, not a notebook). Missing ``metadata``/``outputs`` keys are repaired.
+   not UTF-8, invalid JSON, not a notebook, an nbformat other than 3 or 4). An nbformat 3 notebook
+   is converted, as Jupyter opens it; every 4.x is read. Missing ``metadata``/``outputs`` keys are
+   repaired.
 2. ``restore``: the instructor's cells come back as released:
    - nbgrader metadata with an unknown or repeated grade id is dropped (the cell is student code);
      metadata a student changed (points, locked, ...) is reset to the released one;
@@ -33,8 +35,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, OverwriteCells, OverwriteKernelspec
 
-from . import scan
-from .judge import api_names, preload_for
+from . import references, sandbox, scan
+from .errors import GradingError
+from .judge import api_names, course_imports, preload_for
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 MAX_CELLS = 2000
@@ -54,6 +57,8 @@ class NotebookPlan:
     names: list[str] = field(default_factory=list)       # what the answer cells define: the tests' proxies
     preload: list[str] = field(default_factory=list)     # modules the sandbox imports once per worker
     test_ids: set[str] = field(default_factory=set)      # graded by tests (the rest of max_scores: by hand)
+    course_modules: list[str] = field(default_factory=list)   # what the read-only cells import of the package
+    reference: str | None = None                         # the exercise's reference.py (judge only)
 
 
 @dataclass
@@ -76,9 +81,11 @@ def _source(cell) -> str:
 
 
 def plan_notebook(name: str, released_path: Path, source_path: Path, max_scores: dict[str, float]) -> NotebookPlan:
+    """What grading needs of one notebook. Raises ``GradingError`` (before any student code runs)
+    when a read-only cell imports what the sandbox never offers, or the reference does not load."""
     released = nbformat.read(released_path, as_version=4)
     source = nbformat.read(source_path, as_version=4) if source_path.exists() else released
-    instructor, solutions, locked_sources, test_ids = [], [], {}, set()
+    instructor, solutions, readonly, locked_sources, test_ids = [], [], [], {}, set()
     for cell in source.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("locked") and meta.get("grade_id"):
@@ -91,15 +98,30 @@ def plan_notebook(name: str, released_path: Path, source_path: Path, max_scores:
             solutions.append(cell.source)
         elif meta.get("locked") or meta.get("grade"):
             instructor.append(cell.source)
+            if not meta.get("grade"):
+                readonly.append(cell.source)
+    modules = course_imports(readonly)
+    try:
+        sandbox.library_modules(modules)
+    except GradingError as exc:
+        raise GradingError(f"{name}.ipynb: {exc}") from None
+    reference = references.reference_path(source_path) if source_path.exists() else None
+    if reference is not None:
+        try:
+            references.load_reference(reference)
+        except Exception as exc:  # noqa: BLE001 - the instructor's file: say what is wrong with it
+            raise GradingError(f"{reference} does not load: {type(exc).__name__}: {exc}") from None
     return NotebookPlan(name=name, released=released, max_scores=max_scores,
                         context=scan.build_context(instructor, solutions),
                         modules=scan.instructor_modules(instructor), locked_sources=locked_sources,
-                        names=api_names(solutions), preload=preload_for(instructor + solutions),
-                        test_ids=test_ids & set(max_scores))
+                        names=api_names(solutions), preload=preload_for(instructor + solutions, modules),
+                        test_ids=test_ids & set(max_scores), course_modules=modules,
+                        reference=str(reference) if reference else None)
 
 
-def load_submission(path: Path) -> tuple[nbformat.NotebookNode | None, list[str]]:
-    """The submitted notebook, repaired where that is safe; or None and the reason."""
+def load_submission(path: Path, notes: list[str] | None = None) -> tuple[nbformat.NotebookNode | None, list[str]]:
+    """The submitted notebook, repaired where that is safe; or None and the reason. What was done
+    that needs no review (an older format converted) goes to ``notes``."""
     flags: list[str] = []
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
@@ -112,15 +134,32 @@ def load_submission(path: Path) -> tuple[nbformat.NotebookNode | None, list[str]
         return None, [f"{path.name} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"]
     except RecursionError:
         return None, [f"{path.name} is nested too deeply to read"]
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+    if not isinstance(data, dict):
+        return None, [f"{path.name} is not a notebook (not a JSON object)"]
+    version = data.get("nbformat")
+    if version in (1, 2, 3):
+        # An older notebook (cells in worksheets): converted by nbformat, as Jupyter opens it.
+        worksheets = data.get("worksheets")
+        count = sum(len(w.get("cells", [])) for w in worksheets if isinstance(w, dict)) \
+            if isinstance(worksheets, list) else 0
+        if count > MAX_CELLS:
+            return None, [f"{path.name} has {count} cells, over the grader's limit of {MAX_CELLS}"]
+        try:
+            data = json.loads(nbformat.writes(nbformat.reads(json.dumps(data), as_version=4)))
+        except Exception as exc:  # noqa: BLE001 - any failure means: not a notebook we can convert
+            return None, [f"{path.name} is an nbformat {version} notebook that cannot be converted to "
+                          f"version 4 ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})"]
+        if notes is not None:
+            notes.append(f"{path.name} was an nbformat {version} notebook: converted to version 4")
+    elif version is None:
+        return None, [f"{path.name} is not a notebook (no nbformat version)"]
+    elif version != 4:
+        return None, [f"{path.name} has nbformat {version!r}: the grader reads versions 3 and 4 (save it "
+                      "again with Jupyter)"]
+    if not isinstance(data.get("cells"), list):
         return None, [f"{path.name} is not a notebook (no list of cells)"]
     if len(data["cells"]) > MAX_CELLS:
         return None, [f"{path.name} has {len(data['cells'])} cells, over the grader's limit of {MAX_CELLS}"]
-    if data.get("nbformat") != 4:
-        try:
-            data = json.loads(nbformat.writes(nbformat.reads(json.dumps(data), as_version=4)))
-        except Exception as exc:  # noqa: BLE001 - any failure means: not a notebook we can grade
-            return None, [f"{path.name} is not a version-4 notebook ({type(exc).__name__})"]
     cells, stripped, dropped, seen_ids = [], 0, 0, set()
     for cell in data["cells"]:
         if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
@@ -273,7 +312,7 @@ def prepare(path: Path | None, plan: NotebookPlan, student: str, assignment: str
         prepared.notes.append(f"{plan.name}.ipynb was not submitted: scored 0")
         return prepared
     try:
-        nb, flags = load_submission(path)
+        nb, flags = load_submission(path, prepared.notes)
         prepared.flags.extend(flags)
         if nb is None:
             return prepared

@@ -13,8 +13,14 @@ a control socket on fd 3, it is a fork server (a *zygote*):
    ``vjp``, ``describe``, ``getattr``) with plain data (``wire.py``); any other object it returns
    stays here, behind a handle;
 4. when the child exits (the judge closed the socket) or is killed (``interrupt`` sends SIGINT,
-   ``kill`` SIGKILL), the zygote kills every other process left in the sandbox, empties the
-   working folders and says ``exited``: nothing of one submission is there for the next.
+   ``kill`` SIGKILL), the zygote kills every other process left in the sandbox, empties /tmp,
+   /dev/shm and the working folder (permissions restored first; no recursion, so no tree is too
+   deep), removes System V IPC objects and the uid's keyrings, and says ``exited`` with ``clean``
+   true only when all of that is gone: the judge replaces a zygote that could not clean up before
+   the next submission, so nothing of one submission is there for the next.
+
+Each submission works in a fresh folder with an unpredictable name, made exclusively in a working
+folder that was verified empty: nothing another submission planted can be in it or in its way.
 
 Everything the child sends is the student's data. The judge reads it as such: it decides nothing
 on what this process says about itself, only on values it checks itself.
@@ -27,10 +33,11 @@ import ctypes
 import importlib
 import json
 import os
+import secrets
 import select
-import shutil
 import signal
 import socket
+import stat
 import sys
 import time
 import traceback
@@ -38,8 +45,9 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wire  # noqa: E402  (this file runs as a script, next to wire.py)
 
-MAX_OUTPUT = 256 * 1024       # characters of a cell's output sent back
+MAX_OUTPUT = 256 * 1024       # characters of a cell's output sent back (the judge may ask for fewer)
 PR_SET_DUMPABLE = 4
+CLEAN_SECONDS = 20.0          # the most time a clean-up may take; past it, the judge replaces the zygote
 
 
 def _prctl(option: int, value: int) -> None:
@@ -66,7 +74,11 @@ def _make_shell():
 
 
 class _Capture:
-    """Whatever the process writes to fds 1 and 2 during a request, into a memory file."""
+    """Whatever the process writes to fds 1 and 2 during a request, into a memory file; at most
+    ``limit`` characters of it are kept (the judge's remaining output budget for the notebook)."""
+
+    def __init__(self, limit: int = MAX_OUTPUT) -> None:
+        self.limit = max(0, min(int(limit), MAX_OUTPUT))
 
     def __enter__(self):
         sys.stdout.flush()
@@ -87,12 +99,13 @@ class _Capture:
         os.dup2(self.saved[1], 2)
         for fd in self.saved:
             os.close(fd)
+        size = os.fstat(self.fd).st_size
         os.lseek(self.fd, 0, os.SEEK_SET)
-        data = os.read(self.fd, MAX_OUTPUT * 4 + 1)
+        data = os.read(self.fd, self.limit * 4 + 1)
         os.close(self.fd)
         text = data.decode("utf-8", "replace")
-        if len(text) > MAX_OUTPUT:
-            text = text[:MAX_OUTPUT] + "\n[output truncated by the grader]\n"
+        if len(text) > self.limit or size > len(data):
+            text = text[:self.limit] + "\n[output truncated by the grader]\n"
         self.text = text
 
 
@@ -186,7 +199,8 @@ class _Session:
                 reply = {"ok": False, "error": _error(exc)}
             if request is not None:
                 started = time.perf_counter()
-                with _Capture() as captured:
+                limit = request.get("max_output", MAX_OUTPUT) if isinstance(request, dict) else MAX_OUTPUT
+                with _Capture(limit if isinstance(limit, int) else MAX_OUTPUT) as captured:
                     try:
                         reply = self.handle_request(request)
                     except BaseException as exc:  # noqa: BLE001 - the student's error, reported as data
@@ -239,15 +253,107 @@ def _reap() -> None:
             return
 
 
-def _clean(work_root: str, sandboxed: bool, child: int) -> None:
-    """After a child: no process of it left, and nothing of it on disk for the next one.
+def _empty(folder: str, deadline: float) -> bool:
+    """Remove everything inside ``folder``; True when it is empty afterwards.
 
-    In the sandbox (its own pid namespace, an unprivileged uid), every process but pid 1 and this
-    one is killed and the sandbox's own /tmp and /dev/shm are emptied. Unsandboxed (the
-    instructor's ``--unsafe-no-sandbox``), only the child's process group is killed and only the
-    working folder emptied: ``kill(-1)`` or emptying /tmp there would reach the whole machine.
+    It cannot be stopped by what a submission left: each folder's permissions are restored before
+    it is read, and a folder inside a folder is first moved up to ``folder`` itself (``renameat``),
+    so the walk never goes deeper than one level (no recursion, no path too long) and holds at most
+    two descriptors. It gives up at ``deadline`` (then the judge replaces the zygote).
+    """
+    try:
+        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    moved = 0
+    try:
+        while time.monotonic() < deadline:
+            names = os.listdir(top)
+            if not names:
+                return True
+            for name in names:
+                if time.monotonic() >= deadline:
+                    break
+                try:
+                    if not _is_dir(top, name):
+                        os.unlink(name, dir_fd=top)
+                        continue
+                    os.chmod(name, 0o700, dir_fd=top)  # no process is left to swap it for a link
+                    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                except OSError:
+                    continue
+                try:
+                    for entry in os.listdir(inner):
+                        try:
+                            if _is_dir(inner, entry):
+                                moved += 1
+                                os.rename(entry, f".ag-{moved}-{secrets.token_hex(4)}", src_dir_fd=inner,
+                                          dst_dir_fd=top)
+                            else:
+                                os.unlink(entry, dir_fd=inner)
+                        except OSError:
+                            continue
+                finally:
+                    os.close(inner)
+                try:
+                    os.rmdir(name, dir_fd=top)
+                except OSError:
+                    pass
+        return not os.listdir(top)
+    except OSError:
+        return False
+    finally:
+        os.close(top)
+
+
+def _is_dir(dir_fd: int, name: str) -> bool:
+    return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+
+
+def _remove_ipc() -> bool:
+    """Remove the System V IPC objects of this IPC namespace (the sandbox's own): True when none is left."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    IPC_RMID = 0
+    for kind, remove in (("shm", lambda i: libc.shmctl(i, IPC_RMID, None)),
+                         ("sem", lambda i: libc.semctl(i, 0, IPC_RMID)),
+                         ("msg", lambda i: libc.msgctl(i, IPC_RMID, None))):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                ids = [int(line.split()[1]) for line in handle.readlines()[1:] if line.strip()]
+        except (OSError, ValueError, IndexError):
+            continue
+        for ident in ids:
+            remove(ident)
+    left = 0
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                left += len([line for line in handle.readlines()[1:] if line.strip()])
+        except OSError:
+            pass
+    return left == 0
+
+
+def _clear_keyrings() -> None:
+    """Empty the uid's own keyrings (shared by every process of the uid): nothing kept there carries over."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_KEYCTL, KEYCTL_CLEAR = 250, 7
+    for keyring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
+        libc.syscall(SYS_KEYCTL, KEYCTL_CLEAR, keyring)
+
+
+def _clean(work_root: str, sandboxed: bool, child: int) -> bool:
+    """After a child: no process of it left, and nothing of it for the next one. True when clean.
+
+    In the sandbox (its own pid namespace, an unprivileged uid), every process but this one (pid 1)
+    is killed; the sandbox's own /tmp, /dev/shm and the working folder are emptied, its System V
+    IPC objects removed and the uid's keyrings cleared. Unsandboxed (the instructor's
+    ``--unsafe-no-sandbox``), only the child's process group is killed and only the working
+    folder emptied: ``kill(-1)`` or emptying /tmp there would reach the whole machine.
     """
     me = os.getpid()
+    deadline = time.monotonic() + CLEAN_SECONDS
+    clean = True
     if sandboxed and _in_own_pid_namespace():
         for _ in range(200):
             if not [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]:
@@ -258,7 +364,12 @@ def _clean(work_root: str, sandboxed: bool, child: int) -> None:
                 pass
             _reap()
             time.sleep(0.005)
+        else:
+            clean = False
+        _reap()
         folders = ("/tmp", "/dev/shm", work_root)
+        clean = _remove_ipc() and clean
+        _clear_keyrings()
     else:
         try:
             os.killpg(child, signal.SIGKILL)
@@ -267,25 +378,21 @@ def _clean(work_root: str, sandboxed: bool, child: int) -> None:
         _reap()
         folders = (work_root,)
     for folder in folders:
+        if os.path.isdir(folder):
+            clean = _empty(folder, deadline) and clean
+    return clean
+
+
+def _workdir(work_root: str, data_dir: str | None) -> str:
+    """A fresh working folder with an unpredictable name, made exclusively, with links to the
+    assignment's data files (read-only where they are)."""
+    while True:
+        folder = os.path.join(work_root, f"submission-{secrets.token_hex(16)}")
         try:
-            entries = os.listdir(folder)
-        except OSError:
+            os.mkdir(folder, 0o700)
+            break
+        except FileExistsError:
             continue
-        for entry in entries:
-            path = os.path.join(folder, entry)
-            try:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
-            except OSError:
-                pass
-
-
-def _workdir(work_root: str, data_dir: str | None, number: int) -> str:
-    """A fresh working folder, with links to the assignment's data files (read-only where they are)."""
-    folder = os.path.join(work_root, f"submission-{number}")
-    os.mkdir(folder, 0o700)
     if data_dir and os.path.isdir(data_dir):
         for name in os.listdir(data_dir):
             os.symlink(os.path.join(data_dir, name), os.path.join(folder, name))
@@ -304,7 +411,7 @@ def _status(status: int) -> str:
 
 
 def serve(control: socket.socket, shell, work_root: str, data_dir: str | None, sandboxed: bool) -> None:
-    child, pidfd, number = None, None, 0
+    child, pidfd = None, None
 
     def say(message: dict) -> None:
         control.send(json.dumps(message).encode())
@@ -315,9 +422,9 @@ def serve(control: socket.socket, shell, work_root: str, data_dir: str | None, s
         if pidfd is not None and pidfd in ready:
             _, status = os.waitpid(child, 0)
             os.close(pidfd)
-            _clean(work_root, sandboxed, child)
+            clean = _clean(work_root, sandboxed, child)
             child, pidfd = None, None
-            say({"op": "exited", "status": _status(status)})
+            say({"op": "exited", "status": _status(status), "clean": clean})
         if control in ready:
             message, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
             if not message:
@@ -329,8 +436,7 @@ def serve(control: socket.socket, shell, work_root: str, data_dir: str | None, s
             command = json.loads(message)
             op = command.get("op")
             if op == "spawn" and child is None and len(fds) == 1:
-                number += 1
-                folder = _workdir(work_root, data_dir, number)
+                folder = _workdir(work_root, data_dir)
                 pid = os.fork()
                 if pid == 0:
                     _child(fds[0], control, shell, folder)

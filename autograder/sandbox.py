@@ -2,17 +2,22 @@
 
 The zygote (``runner.py``) runs as::
 
-    bwrap  <namespaces: ipc pid net uts cgroup>  --die-with-parent --new-session --clearenv
-           <read-only: /usr, the Python installation, the venv, the attention_course package folder,
-            runner.py and wire.py in /grader, the assignment's data files in /grader-data>
+    bwrap  <namespaces: ipc pid net uts cgroup>  --as-pid-1 --die-with-parent --new-session --clearenv
+           <read-only: /usr, the Python installation, the venv, runner.py and wire.py in /grader, the
+            assignment's data files in /grader-data>
+           <the course package: only the *sandbox library*, a copy of the modules the notebook's
+            read-only cells import (data sets, checks, stateless building blocks), bound over every
+            place the package is installed; never the tracks or anything that computes an answer>
            <synthetic /etc/passwd, /etc/group, /etc/hosts; the real /etc/ld.so.cache and /etc/fonts>
-           --dev /dev --proc /proc --tmpfs /tmp (size-limited) --tmpfs <the working folder> (size-limited)
+           --dev /dev --proc /proc --tmpfs /tmp (size-limited) --tmpfs /sandbox (size-limited)
       -- setpriv --reuid U --regid U --clear-groups --no-new-privs (drop every capability)
-      -- prlimit --as --cpu --nproc --fsize --nofile --core=0
+      -- prlimit --as --cpu --nproc --fsize --nofile --msgqueue=0 --core=0
       -- <venv>/bin/python /grader/runner.py --control-fd N --sandboxed ...
 
 Nothing from outside is writable. Its only channel out is the control socket the judge passed
-in (fd N), and for each submission a socket of that submission's own.
+in (fd N), and for each submission a socket of that submission's own. The runner is pid 1 of the
+sandbox's pid namespace (``--as-pid-1``): ``/proc`` shows the sandbox's own processes only, and
+no command line there holds a path of the course (the working folder is ``/sandbox``).
 
 Run as root (CI, the course machine), bwrap creates no user namespace and ``setpriv`` drops to a
 uid of its own per worker (leased from 61000-61999 for the run): outside the sandbox that uid owns
@@ -70,6 +75,8 @@ class SandboxConfig:
     privileged: bool = field(default_factory=lambda: os.geteuid() == 0)
     uids: tuple[int, ...] = ()          # root mode: one leased uid per worker (see claim_uids)
     limits: Limits = Limits()
+    library: str = ""                   # the sandbox library: a folder holding the offered attention_course
+    overlays: tuple[str, ...] = ()      # where the real package is installed: the library is bound over each
 
     @property
     def sandboxed(self) -> bool:
@@ -84,6 +91,7 @@ class SandboxConfig:
         data["limits"] = Limits(**data["limits"])
         data["package_dirs"] = tuple(data["package_dirs"])
         data["uids"] = tuple(data["uids"])
+        data["overlays"] = tuple(data.get("overlays", ()))
         return cls(**data)
 
     def uid(self, worker: int) -> int | None:
@@ -206,14 +214,11 @@ def find_bwrap(explicit: str | None = None) -> str | None:
 
 
 def package_dirs() -> tuple[str, ...]:
-    """Folders of installed packages outside the venv and the Python installation: the course
-    package's folder when it is installed editable, and site folders that a ``.pth`` adds (a
-    course hub's users' environment loads the course's packages that way, see hub.py)."""
+    """Site folders outside the venv and the Python installation that a ``.pth`` adds (a course
+    hub's users' environment loads the course's packages that way, see hub.py). The course package
+    itself is never bound from where it is installed: the sandbox library is bound there instead."""
     inside = [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
     folders: list[str] = []
-    spec = importlib.util.find_spec("attention_course")
-    if spec is not None and spec.submodule_search_locations:
-        folders.append(os.path.realpath(list(spec.submodule_search_locations)[0]))
     user_site = os.path.realpath(site.getusersitepackages())
     for entry in sys.path:
         path = os.path.realpath(entry or ".")
@@ -223,9 +228,128 @@ def package_dirs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for f in folders if not any(_inside(f, p) for p in inside)))
 
 
+# --- the sandbox library: what of the course package the sandbox offers --------------------------
+
+PACKAGE = "attention_course"
+# What a notebook's read-only cells may import, and so what the sandbox may offer: the data sets, the
+# checks, the stateless building blocks. Never a track, nor anything else that computes an answer.
+OFFERABLE = ("attention_course", "attention_course.functional", "attention_course.data",
+             "attention_course.data.*", "attention_course.testing", "attention_course.testing.checks",
+             "attention_course.testing.gradcheck", "attention_course.core", "attention_course.core.shapes",
+             "attention_course.viz.heatmap")
+# Always offered: the package's top level, and the checks (the runner's ``vjp`` uses them).
+ALWAYS_OFFERED = ("attention_course", "attention_course.testing.checks")
+
+
+def _offerable(name: str) -> bool:
+    return any(name == pattern or (pattern.endswith(".*") and name.startswith(pattern[:-1]))
+               for pattern in OFFERABLE)
+
+
+def _module_file(root: Path, name: str) -> Path | None:
+    """The source file of ``attention_course.<...>`` under the package folder ``root``."""
+    parts = name.split(".")[1:]
+    folder = root.joinpath(*parts)
+    if (folder / "__init__.py").is_file():
+        return folder / "__init__.py"
+    file = root.joinpath(*parts[:-1], parts[-1] + ".py") if parts else None
+    return file if file is not None and file.is_file() else None
+
+
+def _imports_of(path: Path, name: str, root: Path) -> set[str]:
+    """The ``attention_course`` modules a module's source imports (absolute and relative)."""
+    import ast
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == PACKAGE)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != PACKAGE:
+                continue
+            found.add(target)
+            for alias in node.names:  # ``from attention_course import data``: a submodule, when it is one
+                if _module_file(root, f"{target}.{alias.name}") is not None:
+                    found.add(f"{target}.{alias.name}")
+    return found
+
+
+def library_modules(requested, root: Path | None = None) -> list[str]:
+    """Every module the sandbox library needs for ``requested`` (and ``ALWAYS_OFFERED``): their parent
+    packages and what they import, recursively. Raises ``GradingError`` naming a module that may not
+    be offered (a track, or anything not in ``OFFERABLE``) and what asked for it."""
+    root = Path(root) if root is not None else package_root()
+    wanted = [(name, "the grader") for name in ALWAYS_OFFERED] + [(name, "a read-only cell") for name in requested]
+    done: dict[str, str] = {}
+    while wanted:
+        name, by = wanted.pop()
+        if name in done:
+            continue
+        if not _offerable(name):
+            raise GradingError(f"{by} imports {name}, which the grading sandbox never offers (it offers "
+                               "the data sets, the checks and attention_course.functional): import it in "
+                               "a test cell, which runs in the judge, or use what the sandbox offers")
+        path = _module_file(root, name)
+        if path is None:
+            raise GradingError(f"{by} imports {name}, which is not a module of {root}")
+        done[name] = str(path)
+        parents = name.split(".")
+        wanted += [(".".join(parents[:i]), name) for i in range(1, len(parents))]
+        wanted += [(other, name) for other in _imports_of(path, name, root)]
+    return sorted(done)
+
+
+def package_root() -> Path:
+    """The folder of the installed ``attention_course`` package (what the library is copied from)."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise GradingError(f"the {PACKAGE} package is not installed in this environment")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def build_library(target: Path, requested=()) -> Path:
+    """Copy the modules the sandbox may offer into ``target/attention_course``; returns ``target``.
+
+    Only source files are copied (no ``__pycache__``), world-readable, so the sandbox's uid reads them.
+    """
+    root = package_root()
+    for name in library_modules(requested, root):
+        source = _module_file(root, name)
+        destination = target / PACKAGE / source.relative_to(root)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, destination)
+        os.chmod(destination, 0o644)
+    for folder in [target, *(p for p in target.rglob("*") if p.is_dir())]:
+        os.chmod(folder, 0o755)
+    return target
+
+
+def package_locations() -> tuple[str, ...]:
+    """Every folder the sandbox's interpreter could import ``attention_course`` from: where it is
+    installed (editable or not) and any ``attention_course`` folder on the import path. The sandbox
+    library is bound over each, so the real package is nowhere to be found inside."""
+    found: list[str] = [str(package_root())]
+    for entry in sys.path:
+        candidate = os.path.join(entry or ".", PACKAGE)
+        if os.path.isfile(os.path.join(candidate, "__init__.py")):
+            found.append(os.path.realpath(candidate))
+    return tuple(dict.fromkeys(found))
+
+
 def make_config(bwrap: str | None, limits: Limits, run_dir: Path, workers: int,
-                uids: list[int] | tuple[int, ...] = ()) -> SandboxConfig:
-    """The sandbox of one run; as root, ``uids`` (one per worker, from ``UidLease``) run the sandboxes."""
+                uids: list[int] | tuple[int, ...] = (), modules=()) -> SandboxConfig:
+    """The sandbox of one run; as root, ``uids`` (one per worker, from ``UidLease``) run the sandboxes.
+
+    ``modules``: the ``attention_course`` modules the notebooks' read-only cells import; the sandbox
+    library (in ``run_dir/lib``) holds those and what they need, and nothing else of the package.
+    """
     etc = run_dir / "etc"
     etc.mkdir(parents=True, exist_ok=True)
     users = ["root:x:0:0:root:/root:/usr/sbin/nologin", "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"]
@@ -242,9 +366,11 @@ def make_config(bwrap: str | None, limits: Limits, run_dir: Path, workers: int,
     for name in ("passwd", "group", "hosts"):
         os.chmod(etc / name, 0o644)
     os.chmod(etc, 0o755)
+    library = build_library(run_dir / "lib", modules)
+    os.chmod(run_dir, os.stat(run_dir).st_mode | 0o055)  # the sandbox's uid must reach etc/ and lib/
     return SandboxConfig(bwrap=bwrap, package_dirs=package_dirs(), etc_dir=str(etc),
                          setpriv=shutil.which("setpriv"), prlimit=shutil.which("prlimit"),
-                         uids=tuple(uids), limits=limits)
+                         uids=tuple(uids), limits=limits, library=str(library), overlays=package_locations())
 
 
 def sandbox_env(config: SandboxConfig) -> dict[str, str]:
@@ -282,7 +408,7 @@ def _limits_argv(config: SandboxConfig) -> list[str]:
         return []
     return [config.prlimit, f"--as={limits.memory_mb * MiB}", f"--cpu={limits.cpu_seconds}",
             f"--nproc={limits.processes}", f"--fsize={limits.file_mb * MiB}",
-            f"--nofile={limits.open_files}", "--core=0", "--"]
+            f"--nofile={limits.open_files}", "--msgqueue=0", "--core=0", "--"]
 
 
 def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, uid: int | None,
@@ -296,7 +422,7 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, 
     """
     assert config.bwrap is not None
     argv = [config.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-            "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent", "--new-session",
+            "--unshare-cgroup-try", "--hostname", "sandbox", "--as-pid-1", "--die-with-parent", "--new-session",
             "--clearenv"]
     if not config.privileged:
         argv += ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()), "--disable-userns"]
@@ -323,13 +449,18 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, 
     workdir = os.path.realpath(workdir)
     writable = [os.path.realpath(runtime_dir)] if runtime_dir else []
     extra = [(os.path.realpath(outside), inside) for outside, inside in read_only]
+    # The course package: the sandbox library over every place it is installed, never the real one.
+    if not config.library:
+        raise GradingError("sandbox: no sandbox library (make the config with make_config)")
+    library = os.path.join(os.path.realpath(config.library), PACKAGE)
+    extra += [(library, os.path.realpath(path)) for path in config.overlays]
     # bwrap creates missing parents with mode 0700, which the unprivileged uid could not
     # traverse: create every parent first, world-readable.
     made = {"/", "/usr", "/tmp", "/etc", "/dev", "/proc"}
     for path in installed + writable + [workdir] + [inside for _, inside in extra]:
         parents = []
         parent = os.path.dirname(path)
-        while parent not in made and parent != "/":
+        while parent not in made and parent != "/" and not any(_inside(parent, p) for p in installed):
             parents.append(parent)
             parent = os.path.dirname(parent)
         for parent in reversed(parents):
@@ -360,6 +491,7 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, 
 GRADER_FILES = ("runner.py", "wire.py")   # what of the autograder the sandbox sees: the runner, nothing else
 INSIDE_GRADER = "/grader"
 INSIDE_DATA = "/grader-data"
+INSIDE_WORK = "/sandbox"                  # the working folder's tmpfs: no path of the course in /proc
 
 
 def runner_argv(config: SandboxConfig, *, uid: int | None, work_dir: str, data_dir: str | None,
@@ -367,20 +499,20 @@ def runner_argv(config: SandboxConfig, *, uid: int | None, work_dir: str, data_d
     """The command that starts the zygote (``runner.py``) in its sandbox, its control socket on ``control_fd``.
 
     Inside: the runner and the wire format, read-only in ``/grader``; the assignment's data files,
-    read-only in ``/grader-data`` (copied into each submission's working folder); ``work_dir``, a
+    read-only in ``/grader-data`` (linked into each submission's working folder); ``/sandbox``, a
     size-limited tmpfs where each submission gets a fresh folder. Unsandboxed, the same command
-    runs on the real paths, with the resource limits only.
+    runs on the real paths (``work_dir`` is the working folder), with the resource limits only.
     """
     here = Path(__file__).resolve().parent
     if config.sandboxed:
         binds = tuple((str(here / name), f"{INSIDE_GRADER}/{name}") for name in GRADER_FILES)
         if data_dir:
             binds += ((data_dir, INSIDE_DATA),)
-        command = [config.python, f"{INSIDE_GRADER}/runner.py", "--work", os.path.realpath(work_dir),
+        command = [config.python, f"{INSIDE_GRADER}/runner.py", "--work", INSIDE_WORK,
                    "--preload", ",".join(preload), "--control-fd", str(control_fd), "--sandboxed"]
         if data_dir:
             command += ["--data", INSIDE_DATA]
-        return bwrap_argv(config, workdir=work_dir, runtime_dir=None, uid=uid, command=command, read_only=binds)
+        return bwrap_argv(config, workdir=INSIDE_WORK, runtime_dir=None, uid=uid, command=command, read_only=binds)
     command = [config.python, str(here / "runner.py"), "--work", work_dir, "--preload", ",".join(preload),
                "--control-fd", str(control_fd)] + (["--data", data_dir] if data_dir else [])
     prefix = [config.setpriv, "--pdeathsig=KILL", "--"] if config.setpriv else []
@@ -400,38 +532,57 @@ def prepare_dirs(config: SandboxConfig, uid: int | None, *paths: Path) -> None:
 
 
 _PROBE = """
-import json, os, sys
+import importlib.util, json, os, pkgutil, sys
 import IPython, numpy, attention_course
 hidden = [p for p in json.loads(sys.argv[1]) if os.path.exists(p)]
+forbidden = [m for m in json.loads(sys.argv[2]) if importlib.util.find_spec(m) is not None]
+modules = sorted(["attention_course"] + [m.name for m in pkgutil.walk_packages(attention_course.__path__, "attention_course.")])
 open("probe", "w").write("ok")
-print(json.dumps({"uid": os.getuid(), "visible": hidden, "cwd": os.getcwd()}))
+print(json.dumps({"uid": os.getuid(), "visible": hidden, "importable": forbidden, "modules": modules,
+                  "cwd": os.getcwd(), "pid": os.getpid()}))
 """
+
+# Never importable in the sandbox: the tracks and everything built on them (checked by the preflight).
+NEVER_OFFERED = ("attention_course.numpy_track", "attention_course.torch_track", "attention_course.tracks",
+                 "attention_course.convert", "attention_course.checkpoint", "attention_course.training",
+                 "attention_course.cli")
+
+
+def probe(config: SandboxConfig, must_not_see: list[Path]) -> dict:
+    """Run one tiny sandbox as grading runs it; its report: uid, pid, which of ``must_not_see`` it
+    sees, which of ``NEVER_OFFERED`` it can import, and every ``attention_course`` module it can.
+
+    Raises GradingError when the sandbox does not start or does not work.
+    """
+    uid = config.uid(0)
+    argv = bwrap_argv(config, workdir=INSIDE_WORK, runtime_dir=None, uid=uid,
+                      command=[config.python, "-c", _PROBE, json.dumps([str(p) for p in must_not_see]),
+                               json.dumps(NEVER_OFFERED)])
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GradingError(f"sandbox does not start ({config.bwrap}): {exc}") from None
+    try:
+        report = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (ValueError, IndexError):
+        report = None
+    if not isinstance(report, dict) or report.get("cwd") != INSIDE_WORK:
+        lines = (done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").splitlines()
+        raise GradingError(f"sandbox does not work ({config.bwrap}): {lines[-1]}")
+    return report
 
 
 def preflight(config: SandboxConfig, must_not_see: list[Path]) -> str:
-    """Run one tiny sandbox before grading: it must start, import what the runner needs, and see none of ``must_not_see``.
+    """Run one tiny sandbox before grading: it must start, import what the runner needs, see none of
+    ``must_not_see`` and import none of ``NEVER_OFFERED``.
 
     Returns a one-line description of the sandbox; raises GradingError when it does not work.
     """
     if not config.sandboxed:
         return "UNSANDBOXED: student code runs as this user, with only resource limits"
-    with tempfile.TemporaryDirectory(prefix="ag-probe-") as tmp:
-        workdir, runtime = Path(tmp) / "work", Path(tmp) / "run"
-        uid = config.uid(0)
-        prepare_dirs(config, uid, workdir, runtime)
-        argv = bwrap_argv(config, workdir=str(workdir), runtime_dir=str(runtime), uid=uid,
-                          command=[config.python, "-c", _PROBE, json.dumps([str(p) for p in must_not_see])])
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise GradingError(f"sandbox does not start ({config.bwrap}): {exc}") from None
-        try:
-            report = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
-        except (ValueError, IndexError):
-            report = None
-        if report is None or report.get("cwd") != os.path.realpath(workdir):
-            lines = (done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").splitlines()
-            raise GradingError(f"sandbox does not work ({config.bwrap}): {lines[-1]}")
+    report = probe(config, must_not_see)
+    if report["importable"]:
+        raise GradingError(f"sandbox offers {report['importable'][0]} (a reference implementation); refusing to grade")
     if report["visible"]:
         raise GradingError(f"sandbox exposes {report['visible'][0]}; refusing to grade")
     who = f"uid {report['uid']}" + (" (dropped from root)" if config.privileged else " (user namespace)")

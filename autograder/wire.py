@@ -27,18 +27,30 @@ from __future__ import annotations
 
 import json
 import math
+import select
 import struct
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["WireError", "Handle", "ModuleSpec", "MODULES", "Limits", "encode", "decode", "send", "receive"]
+__all__ = ["WireError", "WireTimeout", "Handle", "ModuleSpec", "MODULES", "Limits", "encode", "decode", "send",
+           "receive"]
 
 MAGIC = b"ACW1"
 
 
 class WireError(ValueError):
     """A message that cannot be encoded (not plain data) or decoded (malformed, too big)."""
+
+
+class WireTimeout(Exception):
+    """The other side did not send a whole message before the reader's deadline."""
+
+
+class OverBudget(WireError):
+    """A message the reader's ``on_size`` refused by its size; it was read and dropped whole, so the
+    stream stays in step."""
 
 
 class _NotPlain(WireError):
@@ -364,8 +376,12 @@ def decode(message: bytes, resolve_handle=None, limits: Limits = DEFAULT_LIMITS)
         raise WireError("trailing bytes after the message")
     try:
         return _Decoder(buffers, resolve_handle, limits).value(header.get("value"))
+    except WireError:
+        raise
     except RecursionError:
         raise WireError("the message is nested too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the data makes NumPy or torch raise: not readable
+        raise WireError(f"malformed message ({type(exc).__name__})") from None
 
 
 # --- a stream of messages (a socket) -----------------------------------------------------------
@@ -377,20 +393,47 @@ def send(sock, value, make_handle=None, limits: Limits = DEFAULT_LIMITS) -> None
     sock.sendall(struct.pack(">Q", len(data)) + data)
 
 
-def _read_exactly(sock, size: int) -> bytes:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = sock.recv(min(remaining, 1 << 20))
-        if not chunk:
+def _read_exactly(sock, size: int, deadline: float | None) -> bytearray:
+    """``size`` bytes from ``sock``, in one preallocated buffer; ``WireTimeout`` past ``deadline``
+    (``time.monotonic()``), which covers the whole frame, not each read."""
+    data = bytearray(size)
+    view, received = memoryview(data), 0
+    while received < size:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            ready = select.select([sock], [], [], remaining)[0] if remaining > 0 else []
+            if not ready:
+                raise WireTimeout(f"{received} of {size} bytes arrived before the deadline")
+        count = sock.recv_into(view[received:], min(size - received, 1 << 20))
+        if not count:
             raise EOFError("the other side closed the connection")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+        received += count
+    return data
 
 
-def receive(sock, resolve_handle=None, limits: Limits = DEFAULT_LIMITS):
-    """Read one message written by ``send``; ``EOFError`` when the other side is gone."""
-    (size,) = struct.unpack(">Q", _read_exactly(sock, 8))
+def _drop(sock, size: int, deadline: float | None) -> None:
+    while size > 0:
+        chunk = min(size, 1 << 24)
+        _read_exactly(sock, chunk, deadline)
+        size -= chunk
+
+
+def receive(sock, resolve_handle=None, limits: Limits = DEFAULT_LIMITS, deadline: float | None = None,
+            on_size=None):
+    """Read one message written by ``send``; ``EOFError`` when the other side is gone, ``WireTimeout``
+    when the whole message has not arrived by ``deadline`` (``time.monotonic()``; None: no deadline).
+
+    ``on_size(size)``, when given, sees each message's size before its body is read and may refuse
+    it by raising ``OverBudget``: the body is then read and dropped (within the deadline) and the
+    ``OverBudget`` raised, so the next message can be read.
+    """
+    (size,) = struct.unpack(">Q", _read_exactly(sock, 8, deadline))
+    if on_size is not None:
+        try:
+            on_size(size)
+        except OverBudget:
+            _drop(sock, size, deadline)
+            raise
     if size > limits.max_bytes + limits.max_header + 8:
         raise WireError(f"a message of {size} bytes is over the limit")
-    return decode(_read_exactly(sock, size), resolve_handle, limits)
+    return decode(_read_exactly(sock, size, deadline), resolve_handle, limits)

@@ -63,10 +63,10 @@ class Worker:
         self.close()
         config = SandboxConfig.from_json(job["sandbox"])
         self.uid = config.uid(job["worker"])
-        work = Path(job["workdir"]) / f"worker-{job['worker']}"  # each worker's own: they start at once
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
+        work = Path(job["workdir"]) / f"worker-{job['worker']}"  # unsandboxed only: inside, it is /sandbox
         if not config.sandboxed:
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
             prepare_dirs(config, self.uid, work)
         self.zygote = Zygote(config, self.uid, job["preload"], job.get("sandbox_data"), str(work), log=sys.stderr)
         self.key = key
@@ -76,14 +76,12 @@ class Worker:
 
     def run(self, job: dict) -> dict:
         zygote = self.zygote_for(job)
-        startup = 0.0
-        if not zygote.alive:
-            zygote.start()
-            startup = zygote.startup_seconds
+        started_before = zygote.startup_total   # the zygote starts (again) inside, when it must
         outcome = grade_notebook(zygote, job_cells(job), job["names"], cell_timeout=job["cell_timeout"],
-                                 notebook_timeout=job["notebook_timeout"], data_dir=job.get("data_dir"))
+                                 notebook_timeout=job["notebook_timeout"], data_dir=job.get("data_dir"),
+                                 reference=job.get("reference"))
         result = outcome.to_json()
-        result["timing"]["zygote_startup"] = startup
+        result["timing"]["zygote_startup"] = zygote.startup_total - started_before
         result["uid"] = self.uid
         return result
 

@@ -18,17 +18,13 @@ from ..core import initializers
 from ..core.configs import ClassifierConfig
 from ..core.initializers import init_rng
 from ..core.shapes import check_array
+from ..functional import sigmoid
 from .base import Layer, float_dtype
 from .layers import Affine, Embedding, SoftmaxCrossEntropy, softmax
 from .pooling import AttentionPooling, LastStatePooling, MeanPooling
 from .seq2seq import make_recurrent
 
 __all__ = ["BinaryCrossEntropy", "SequenceClassifier", "make_pooling", "sigmoid"]
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    """``1 / (1 + exp(-x))``, written with tanh so that it cannot overflow."""
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
 
 
 class BinaryCrossEntropy(Layer):

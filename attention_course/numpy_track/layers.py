@@ -1,4 +1,8 @@
-"""The basic layers: Embedding, Affine, softmax (plain and masked), softmax cross-entropy over time."""
+"""The basic layers: Embedding, Affine, the softmax layer, softmax cross-entropy over time.
+
+The softmax functions themselves (plain, masked, backward) live in ``attention_course.functional``,
+shared with the book and the exercises; they are re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import numpy as np
 from ..core import initializers
 from ..core.initializers import init_rng
 from ..core.shapes import ShapeError, check_array
+from ..functional import masked_softmax, softmax, softmax_backward
 from .base import Layer, as_dtype, float_dtype
 
 __all__ = ["Embedding", "Affine", "Softmax", "softmax", "masked_softmax", "softmax_backward",
@@ -74,51 +79,6 @@ class Affine(Layer):
         if "b" in self.params:
             self.grads["b"][...] = d2.sum(axis=0)
         return dout @ as_dtype(self.params["W"], dout.dtype).T
-
-
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """``exp(x_j) / sum_k exp(x_k)``, stable: the row maximum is subtracted first."""
-    shifted = x - x.max(axis=axis, keepdims=True)
-    np.exp(shifted, out=shifted)
-    shifted /= shifted.sum(axis=axis, keepdims=True)
-    return shifted
-
-
-def masked_softmax(scores: np.ndarray, mask: np.ndarray | None,
-                   axis: int = -1) -> np.ndarray:
-    """Softmax over ``axis`` where only positions with ``mask`` True take part.
-
-    Masked positions get exactly zero weight; a row with no True position gets all zeros
-    (no NaN): there is nothing to attend to, so the context it produces is zero. The
-    maximum over the *unmasked* scores is subtracted first, so huge scores cannot
-    overflow.
-
-    Shapes:
-        scores: any, e.g. (N, T_dec, T_enc).  mask: bool, broadcastable to ``scores``.
-        returns: ``scores.shape``.
-    """
-    if mask is None:
-        return softmax(scores, axis)
-    mask = np.broadcast_to(mask, scores.shape)
-    shifted = np.where(mask, scores, -np.inf)
-    row_max = shifted.max(axis=axis, keepdims=True)
-    row_max[~np.isfinite(row_max)] = 0  # a fully masked row: all -inf, so exp gives 0
-    shifted -= row_max
-    np.exp(shifted, out=shifted)
-    total = shifted.sum(axis=axis, keepdims=True)
-    total[total == 0] = 1  # fully masked rows: 0 / 1 = 0
-    shifted /= total
-    return shifted
-
-
-def softmax_backward(weights: np.ndarray, dweights: np.ndarray,
-                     axis: int = -1) -> np.ndarray:
-    """The softmax vector-Jacobian product: ``dx_j = y_j (dy_j - sum_k dy_k y_k)``.
-
-    Holds for the masked softmax too: a masked position has ``y_j = 0``, so its gradient
-    is 0.
-    """
-    return weights * (dweights - (dweights * weights).sum(axis=axis, keepdims=True))
 
 
 class Softmax(Layer):

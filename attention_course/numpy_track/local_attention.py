@@ -37,6 +37,7 @@ from ..core import initializers
 from ..core.initializers import init_rng
 from ..core.registries import attention_spec
 from ..core.shapes import ShapeError, check_array
+from ..functional import sigmoid
 from .attention import make_score
 from .base import Layer, as_dtype, float_dtype
 from .layers import masked_softmax, softmax_backward
@@ -58,10 +59,6 @@ def check_attention_inputs(layer: Layer, encoder_states: np.ndarray, decoder_sta
     if mask is not None:
         check_array("mask", mask, ("N", "T_enc"), sizes, kind="bool")
     return dtype
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
 
 
 def monotonic_positions(lengths: np.ndarray, T_dec: int, first_step: int = 0,
@@ -155,7 +152,7 @@ class LocalAttention(Layer):
             return monotonic_positions(lengths, T_dec, first_step, dtype), None
         W_p, v_p = (as_dtype(self.params[k], dtype) for k in ("W_p", "v_p"))
         hidden = np.tanh(decoder_states @ W_p)  # (N, T_dec, A)
-        gate = _sigmoid(hidden @ v_p)  # (N, T_dec)
+        gate = sigmoid(hidden @ v_p)  # (N, T_dec)
         return lengths[:, None].astype(dtype) * gate, (hidden, gate)
 
     def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray,

@@ -30,6 +30,7 @@ import numpy as np
 from ..core.configs import NTMConfig
 from ..core.initializers import init_rng
 from ..core.shapes import check_array
+from ..functional import sigmoid
 from .base import Layer, as_dtype, float_dtype
 from .layers import Affine, softmax, softmax_backward
 from .recurrent import LSTM, LSTMCell
@@ -57,10 +58,6 @@ MEMORY_INIT = (
 )
 COSINE_EPS = 1e-8  # K(u, v) = u.v / (|u| |v| + eps)
 SHARPEN_EPS = 1e-20  # sharpening works on log(w~ + eps): a weight of exactly 0 keeps gamma's gradient finite
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -321,7 +318,7 @@ class HeadParameters(Layer):
         C, S = self.memory_width, self.num_shifts
         key = raw[..., :C].copy()  # not a view: the caller may change raw
         strength = _softplus(raw[..., C])
-        gate = _sigmoid(raw[..., C + 1])
+        gate = sigmoid(raw[..., C + 1])
         shift = softmax(raw[..., C + 2 : C + 2 + S])
         gamma = 1 + _softplus(raw[..., C + 2 + S])
         self._cache = (raw, gate, shift)
@@ -334,10 +331,10 @@ class HeadParameters(Layer):
         C, S = self.memory_width, self.num_shifts
         d_raw = np.empty_like(raw)
         d_raw[..., :C] = d_key
-        d_raw[..., C] = d_strength * _sigmoid(raw[..., C])
+        d_raw[..., C] = d_strength * sigmoid(raw[..., C])
         d_raw[..., C + 1] = d_gate * gate * (1 - gate)
         d_raw[..., C + 2 : C + 2 + S] = softmax_backward(shift, d_shift)
-        d_raw[..., C + 2 + S] = d_gamma * _sigmoid(raw[..., C + 2 + S])
+        d_raw[..., C + 2 + S] = d_gamma * sigmoid(raw[..., C + 2 + S])
         return d_raw
 
 
@@ -538,7 +535,7 @@ class NTM(Layer):
             )
             read = self.read_head.forward(memory, weights[:, :n_read])  # (N, n_read, C)
             write_raw = (h @ W_write + b_write).reshape(N, c.num_write_heads, 2 * C)
-            erase, add = _sigmoid(write_raw[..., :C]), np.tanh(write_raw[..., C:])
+            erase, add = sigmoid(write_raw[..., :C]), np.tanh(write_raw[..., C:])
             new_memory = self.write_head.forward(
                 memory, weights[:, n_read:], erase, add
             )
@@ -727,4 +724,4 @@ class SigmoidCrossEntropy(Layer):
 
     def backward(self, dout: float = 1.0) -> np.ndarray:
         logits, targets, weight, count = self._cache
-        return (_sigmoid(logits) - targets) * weight[:, :, None] * (dout / count)
+        return (sigmoid(logits) - targets) * weight[:, :, None] * (dout / count)

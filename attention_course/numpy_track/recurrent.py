@@ -35,14 +35,10 @@ from ..core import initializers
 from ..core.initializers import init_rng
 from ..core.registries import cell_spec
 from ..core.shapes import check_array
+from ..functional import sigmoid
 from .base import Layer, as_dtype, float_dtype
 
 __all__ = ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU", "Recurrent"]
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # tanh form: exact, and it cannot overflow for large |x| as exp(-x) would.
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
 
 
 class _CellMath(Layer):
@@ -148,10 +144,10 @@ class LSTMCell(RNNCell):
         h_prev, c_prev = state
         H = self.hidden_size
         pre = xw + h_prev @ p["W_h"]  # (N, 4H)
-        i = _sigmoid(pre[:, :H])
-        f = _sigmoid(pre[:, H:2 * H])
+        i = sigmoid(pre[:, :H])
+        f = sigmoid(pre[:, H:2 * H])
         g = np.tanh(pre[:, 2 * H:3 * H])
-        o = _sigmoid(pre[:, 3 * H:])
+        o = sigmoid(pre[:, 3 * H:])
         c = f * c_prev + i * g
         tanh_c = np.tanh(c)
         h = o * tanh_c
@@ -197,12 +193,12 @@ class GRUCell(RNNCell):
         W_h, b_h = p["W_h"], p["b_h"]
         if self.reset_after:
             hw = h_prev @ W_h + b_h  # (N, 3H)
-            rz = _sigmoid(xw[:, :2 * H] + hw[:, :2 * H])
+            rz = sigmoid(xw[:, :2 * H] + hw[:, :2 * H])
             r, z = rz[:, :H], rz[:, H:]
             n = np.tanh(xw[:, 2 * H:] + r * hw[:, 2 * H:])
             cache = (h_prev, r, z, n, hw[:, 2 * H:])
         else:
-            rz = _sigmoid(xw[:, :2 * H] + h_prev @ W_h[:, :2 * H] + b_h[:2 * H])
+            rz = sigmoid(xw[:, :2 * H] + h_prev @ W_h[:, :2 * H] + b_h[:2 * H])
             r, z = rz[:, :H], rz[:, H:]
             rh = r * h_prev
             n = np.tanh(xw[:, 2 * H:] + rh @ W_h[:, 2 * H:] + b_h[2 * H:])

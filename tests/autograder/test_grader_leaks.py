@@ -6,6 +6,7 @@ feedback are scanned where they are made (``test_grader_solutions.py``, ``test_g
 
 from __future__ import annotations
 
+import html
 import shutil
 import subprocess
 import sys
@@ -61,31 +62,36 @@ def test_the_wheel_holds_no_solution_or_hidden_test(tmp_path):
 # The built book is scanned in tests/book/test_book_build.py, which builds it first.
 
 
-def test_feedback_withholds_a_page_that_would_show_a_hidden_test_line(fixture_course):
-    """A hidden-test line that reaches a page by any other way than the student typing it: withheld."""
+def test_feedback_withholds_a_page_whose_instructor_part_would_show_a_hidden_test_line(fixture_course):
+    """What is shown is decided from the test cells, not from what the student wrote: a hidden line in
+    the instructor's part of a page (here planted in a test cell's output, as a bug would) withholds
+    the page; the same line in the student's own output does not (it was made in a sandbox without
+    secrets, so the student typed it: withholding the page would tell them it is a hidden test)."""
     import nbformat
 
-    from grader_helpers import needs_bwrap  # noqa: F401  (the grading below needs the sandbox)
     from autograder import sandbox
 
     if sandbox.find_bwrap() is None:
         pytest.skip("bubblewrap is not installed")
     hidden = "hidden_expected = np.exp(hidden_scores - hidden_scores.max(axis=1, keepdims=True))"
-    answers = {"typed": fixture_course.solved("fx_softmax", softmax=fixture_course.solved("fx_softmax").cells[2].source
-                                              + "\n\n# " + hidden),
+    answer = fixture_course.solved("fx_softmax").cells[2].source
+    # the student prints a guessed line, built at run time so that it is not in their source
+    guess = "print(' '.join(['hidden_expected', '=', " + repr(hidden.split(" = ", 1)[1]) + "]))"
+    answers = {"printed": fixture_course.solved("fx_softmax", softmax=answer + "\n" + guess),
                "echoed": fixture_course.solved("fx_softmax")}
     for student, nb in answers.items():
         folder = fixture_course.root / "submitted" / student / "fx_softmax"
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / "fx_softmax.ipynb")
     assert fixture_course.cli("autograde", "fx_softmax", "--workers", "1").returncode == 0
-    # As if a bug let a hidden line into an output of the graded notebook:
+    # As if a bug let a hidden line into the judge's output of a test cell:
     path = fixture_course.root / "autograded" / "echoed" / "fx_softmax" / "fx_softmax.ipynb"
     nb = nbformat.read(path, as_version=4)
-    nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text=hidden + "\n")]
+    nb.cells[3].outputs = [nbformat.v4.new_output("stream", name="stdout", text=hidden + "\n")]
     nbformat.write(nb, path)
     done = fixture_course.cli("feedback", "fx_softmax")
     assert done.returncode == 1 and "echoed: feedback WITHHELD" in done.stdout, done.stdout
     assert not (fixture_course.root / "feedback" / "echoed" / "fx_softmax").exists()
-    # the student who typed the line themselves gets their page
-    assert (fixture_course.root / "feedback" / "typed" / "fx_softmax" / "fx_softmax.html").exists()
+    page = fixture_course.root / "feedback" / "printed" / "fx_softmax" / "fx_softmax.html"
+    assert page.exists(), done.stdout
+    assert "hidden_expected = np.exp(hidden_scores" in html.unescape(page.read_text())

@@ -47,25 +47,48 @@ def test_the_sandbox_sees_only_what_it_needs(tmp_path):
     argv = _argv(tmp_path)
     end = argv.index("--")
     bwrap = argv[:end]
-    for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--clearenv", "--die-with-parent", "--new-session"):
+    for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--clearenv", "--die-with-parent", "--new-session",
+                 "--as-pid-1"):
         assert flag in bwrap
     read_only = _pairs(bwrap, "--ro-bind")
     assert _pairs(bwrap, "--bind") == [], "nothing from outside is writable"
-    # The working folder is a size-limited tmpfs of the sandbox's own.
-    assert bwrap[bwrap.index(str((tmp_path / "w").resolve())) - 1] == "--tmpfs"
-    assert str(package_folder().resolve()) in read_only or str(package_folder()) in read_only
+    # The working folder is a size-limited tmpfs of the sandbox's own, at a path that names nothing of the course.
+    assert bwrap[bwrap.index(sandbox.INSIDE_WORK) - 1] == "--tmpfs"
+    # The course package is bound only as the sandbox library, over the place it is installed.
+    library = str(tmp_path / "lib" / "attention_course")
+    assert str(package_folder().resolve()) not in read_only, "the real package is never a bind source"
+    sources = {bwrap[i + 1]: bwrap[i + 2] for i, arg in enumerate(bwrap) if arg == "--ro-bind"}
+    assert sources[library] == str(package_folder().resolve())
     # Of the autograder, the sandbox sees the runner and the wire format, nothing else.
     grader = [path for path in read_only if path.startswith(str(REPO_ROOT / "autograder"))]
     assert sorted(grader) == [str(REPO_ROOT / "autograder" / "runner.py"), str(REPO_ROOT / "autograder" / "wire.py")]
     for forbidden in (REPO_ROOT, REPO_ROOT / "solutions", REPO_ROOT / "autograder", REPO_ROOT / "grading",
                       REPO_ROOT / "tests", Path("/etc")):
         assert str(forbidden) not in read_only
-    # The /tmp tmpfs comes before the working folder's tmpfs under it; both sizes are limited.
+    # The /tmp tmpfs comes before the working folder's tmpfs; both sizes are limited.
     tmpfs = [bwrap[i + 1] for i, arg in enumerate(bwrap) if arg == "--tmpfs"]
-    assert tmpfs == ["/tmp", str((tmp_path / "w").resolve())]
+    assert tmpfs == ["/tmp", sandbox.INSIDE_WORK]
     assert _pairs(bwrap, "--size") == [str(256 * 1024 * 1024)] * 2
     environment = dict(zip(_pairs(bwrap, "--setenv"), [bwrap[i + 2] for i, a in enumerate(bwrap) if a == "--setenv"]))
     assert "JPY_PARENT_PID" not in environment and environment["HOME"] == "/tmp"
+    # No path of the course on the runner's command line (it is pid 1: /proc/1/cmdline shows it).
+    command = argv[argv.index(sys.executable):]
+    assert not [arg for arg in command if str(tmp_path) in arg or "grading" in arg]
+
+
+def test_the_library_holds_only_what_may_be_offered(tmp_path):
+    modules = sandbox.library_modules(["attention_course.functional", "attention_course.data.vocab"])
+    assert {"attention_course", "attention_course.functional", "attention_course.data", "attention_course.data.vocab",
+            "attention_course.testing.checks"} <= set(modules)
+    assert not [m for m in modules if m.split(".")[1:2] in (["numpy_track"], ["torch_track"], ["tracks"])]
+    built = sandbox.build_library(tmp_path / "lib", ["attention_course.functional"])
+    files = sorted(str(p.relative_to(built)) for p in built.rglob("*.py"))
+    assert "attention_course/functional.py" in files and "attention_course/testing/checks.py" in files
+    assert not [f for f in files if "track" in f or "__pycache__" in f]
+    for name, by in [("attention_course.numpy_track", "numpy_track"), ("attention_course.tracks", "tracks"),
+                     ("attention_course.viz", "viz")]:
+        with pytest.raises(GradingError, match=f"imports {name.replace('.', '[.]')}, which the grading sandbox never offers"):
+            sandbox.library_modules([name])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop is the root mode")
@@ -99,7 +122,17 @@ def test_preflight_refuses_a_sandbox_that_shows_too_much(tmp_path, lease):
     config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), tmp_path, workers=1, uids=lease)
     assert "bubblewrap sandbox" in sandbox.preflight(config, [REPO_ROOT / "solutions", REPO_ROOT / "autograder"])
     with pytest.raises(GradingError, match="sandbox exposes"):
-        sandbox.preflight(config, [package_folder()])
+        sandbox.preflight(config, [Path(sys.prefix)])
+
+
+@needs_bwrap
+def test_the_sandbox_cannot_import_the_reference_implementation(tmp_path, lease):
+    config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), tmp_path, workers=1, uids=lease,
+                                 modules=["attention_course.functional"])
+    report = sandbox.probe(config, [])
+    assert report["importable"] == [], "the tracks (and what stands on them) are out of reach"
+    assert report["modules"] == sandbox.library_modules(["attention_course.functional"])
+    assert report["pid"] == 1, "the sandbox's command is pid 1: /proc shows no bwrap command line"
 
 
 def test_preflight_refuses_a_broken_bwrap(tmp_path, lease):
