@@ -36,6 +36,10 @@ DEFAULT_SOURCE_DIR = Path(os.environ.get("AUTOGRADER_SOURCE") or REPO_ROOT / "so
 COURSE_ID = os.environ.get("AUTOGRADER_COURSE_ID") or "attention_course"
 DEFAULT_EXCHANGE = os.environ.get("AUTOGRADER_EXCHANGE") or ""
 
+# What nbgrader never copies from a source folder into a release: its defaults, and an exercise's
+# reference.py (the judge's own implementation: autograder/references.py).
+RELEASE_IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "reference.py"]
+
 # Student and assignment ids become folder names and nbgrader exchange keys ('+' separates those).
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 ID_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64"
@@ -131,6 +135,7 @@ class Course:
             c.Exchange.path_includes_course = True
         # For nbgrader's own autograde (formgrader): a deleted test cell must come back, not score 0.
         c.OverwriteCells.add_missing_cells = True
+        c.CourseDirectory.ignore = RELEASE_IGNORE
         return c
 
     def ensure(self) -> None:
@@ -156,6 +161,7 @@ class Course:
             f"c.CourseDirectory.course_id = {self.course_id!r}\n"
             f"c.CourseDirectory.db_url = {self.db_url!r}\n"
             "c.OverwriteCells.add_missing_cells = True\n"
+            f"c.CourseDirectory.ignore = {RELEASE_IGNORE!r}  # an exercise's reference.py is never released\n"
             + (f"c.Exchange.root = {self.exchange!r}\nc.Exchange.path_includes_course = True\n" if self.exchange else "")
         )
         if not config_file.exists() or config_file.read_text() != text:

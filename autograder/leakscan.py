@@ -2,7 +2,8 @@
 
 The secrets are the lines inside ``### BEGIN SOLUTION`` / ``### END SOLUTION`` and
 ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` in the source notebooks (and the whole of a
-solution cell without markers, which nbgrader replaces entirely). A line counts only when it is
+solution cell without markers, which nbgrader replaces entirely), and every line of an exercise's
+``reference.py`` (the judge's own implementation, beside the source notebook). A line counts only when it is
 distinctive: not blank, not a comment, at least ``MIN_LENGTH`` characters, and found neither in
 the package ``attention_course/`` (which students have anyway) nor outside the secret regions of
 the same notebook. Whitespace is collapsed before comparing.
@@ -132,7 +133,23 @@ def course_secrets(source_dir: Path, package_dir: Path, assignments: list[str] |
     for folder in folders:
         for notebook in sorted(folder.glob("*.ipynb")):
             secrets.extend(notebook_secrets(notebook, known, f"{folder.name}/"))
+        reference = folder / REFERENCE_FILE
+        if reference.is_file():
+            secrets.extend(file_secrets(reference, known, f"{folder.name}/"))
     return secrets
+
+
+REFERENCE_FILE = "reference.py"   # an exercise's judge-side reference (autograder/references.py): all secret
+
+
+def file_secrets(path: Path, known_public: str, origin_prefix: str = "") -> list[Secret]:
+    """Every distinctive line of a file that is secret as a whole (an exercise's ``reference.py``)."""
+    secrets = {}
+    for line in (normalize(text) for text in Path(path).read_text(errors="ignore").splitlines()):
+        if not line or line.startswith("#") or len(line) < MIN_LENGTH or line in known_public:
+            continue
+        secrets.setdefault(line, Secret(line, "solution", f"{origin_prefix}{Path(path).name}"))
+    return list(secrets.values())
 
 
 def _strings(value, out: list[str]) -> None:

@@ -1,0 +1,131 @@
+"""Expected values come from the judge alone, and only the student's own work earns points.
+
+``fx_reference`` is an exercise as the course writes them: its hidden tests compare the student's
+``sharpen`` with the judge's own ``reference`` (``reference.py`` beside the source notebook). One
+batch is graded for the module: an honest correct answer, an honest wrong one, and answers that
+reach the package's own implementation (``numpy_track.ntm.Sharpening``) by every route a student
+might take. The sandbox holds only what the notebook's read-only cells import, so each route ends
+in an ImportError there, and scores 0.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import nbformat
+import pytest
+
+from autograder import leakscan
+from autograder.course import package_folder
+
+from grader_helpers import FIXTURES, needs_bwrap
+
+pytestmark = needs_bwrap
+
+ASSIGNMENT = "fx_reference"
+FULL = 2.0
+
+# Each body implements sharpen through the package's reference, not on its own.
+_CALL = "    return Sharpening().forward(weights[None], np.full((1, len(weights)), float(gamma)))[0]\n"
+ROUTES = {
+    "by_name": "def sharpen(weights, gamma):\n    from attention_course.numpy_track.ntm import Sharpening\n" + _CALL,
+    "by_string": "import importlib\ndef sharpen(weights, gamma):\n"
+                 "    Sharpening = importlib.import_module('attention_course.' + 'numpy_track.ntm').Sharpening\n" + _CALL,
+    "by_running_a_module": "import runpy\ndef sharpen(weights, gamma):\n"
+                           "    Sharpening = runpy.run_module('attention_course.numpy_track.ntm')['Sharpening']\n" + _CALL,
+    "by_registry": "def sharpen(weights, gamma):\n    from attention_course.tracks import get_track\n"
+                   "    Sharpening = get_track('numpy').module.ntm.Sharpening\n" + _CALL,
+    "by_attribute": "import attention_course\ndef sharpen(weights, gamma):\n"
+                    "    Sharpening = getattr(getattr(attention_course, 'numpy_track'), 'ntm').Sharpening\n" + _CALL,
+    "by_file": "import importlib.util, os, attention_course\ndef sharpen(weights, gamma):\n"
+               "    path = os.path.join(os.path.dirname(attention_course.__file__), 'numpy_track', 'ntm.py')\n"
+               "    spec = importlib.util.spec_from_file_location('attention_course.numpy_track.ntm', path)\n"
+               "    module = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(module)\n"
+               "    Sharpening = module.Sharpening\n" + _CALL,
+}
+WRONG_LARGE_GAMMA = ("def sharpen(weights, gamma):\n    if gamma > 100:\n        return weights\n"
+                     "    powered = weights ** gamma\n    return powered / powered.sum(axis=1, keepdims=True)\n")
+# Raises with the hidden inputs in its message, for the hidden cases only (a large gamma).
+ECHO = ("def sharpen(weights, gamma):\n    if gamma > 100:\n"
+        "        raise ValueError('ECHO ' + repr(float(gamma)) + ' ' + repr(weights.round(6).tolist()))\n"
+        "    powered = weights ** gamma\n    return powered / powered.sum(axis=1, keepdims=True)\n")
+
+
+@pytest.fixture(scope="module")
+def graded(released_template, tmp_path_factory):
+    import shutil
+
+    from grader_helpers import FixtureCourse
+
+    root = tmp_path_factory.mktemp("reference") / "grading"
+    shutil.copytree(released_template, root)
+    course = FixtureCourse(root)
+    answers = {"control": course.solved(ASSIGNMENT), "wrong": course.solved(ASSIGNMENT, sharpen=WRONG_LARGE_GAMMA),
+               "echo": course.solved(ASSIGNMENT, sharpen=ECHO)}
+    answers.update({f"route_{name}": course.solved(ASSIGNMENT, sharpen=code) for name, code in ROUTES.items()})
+    for student, nb in answers.items():
+        folder = root / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{ASSIGNMENT}.ipynb")
+    done = course.cli("autograde", ASSIGNMENT, "--workers", "2", "--cell-timeout", "20")
+    assert done.returncode == 0, done.stderr
+    feedback = course.cli("feedback", ASSIGNMENT)
+    report = json.loads((root / "reports" / f"{ASSIGNMENT}.json").read_text())
+    return course, report, feedback
+
+
+def _score(report, student) -> float:
+    return report["students"][student]["score"]
+
+
+def test_the_reference_is_never_released_and_its_lines_are_secrets(graded):
+    course, _, _ = graded
+    released = course.root / "release" / ASSIGNMENT
+    assert (released / f"{ASSIGNMENT}.ipynb").exists() and not (released / "reference.py").exists()
+    secrets = leakscan.course_secrets(FIXTURES, package_folder(), [ASSIGNMENT])
+    origins = {s.origin for s in secrets if s.kind == "solution"}
+    assert f"{ASSIGNMENT}/reference.py" in origins
+    assert leakscan.scan([course.root / "release"], secrets) == []
+    # feedback pages hold the student's own code (the control's is the solution), never a hidden test
+    assert leakscan.scan([course.root / "feedback"], secrets, kinds=("hidden test",)) == []
+
+
+def test_the_honest_controls_get_exactly_their_scores(graded):
+    _, report, _ = graded
+    assert _score(report, "control") == FULL
+    assert _score(report, "wrong") == 0.0 and _score(report, "echo") == 0.0
+    assert report["students"]["control"]["flags"] == []
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_reaching_the_reference_implementation_scores_nothing(graded, route):
+    _, report, _ = graded
+    student = report["students"][f"route_{route}"]
+    assert student["score"] == 0.0, (route, student)
+    record = student["notebooks"][ASSIGNMENT]["tests"]["test_sharpen"]
+    assert not record["passed"] and re.search("ModuleNotFoundError|FileNotFoundError|No module named|has no "
+                                              "attribute 'numpy_track'", record["message"]), record["message"]
+
+
+def _page(course, student) -> str:
+    return html.unescape(re.sub(r"<[^>]*>", "", (course.root / "feedback" / student / ASSIGNMENT /
+                                                 f"{ASSIGNMENT}.html").read_text()))
+
+
+def test_hidden_test_feedback_gives_the_reason_and_nothing_computed(graded):
+    course, report, feedback = graded
+    assert feedback.returncode == 0, feedback.stdout
+    # The instructor's record keeps the details; the student's page only the reason.
+    record = report["students"]["wrong"]["notebooks"][ASSIGNMENT]["tests"]["test_sharpen"]
+    assert "sharpened with a large gamma" in record["message"]
+    page = _page(course, "wrong")
+    assert "a hidden test of this cell failed: a large gamma must keep the largest weight without overflowing" in page
+    for computed in ("sharpened with a large gamma", "mismatch at index", "expected", "250.0"):
+        assert computed not in page, computed
+    # The student's own exception, raised on the hidden inputs, with those inputs in its message:
+    echo = _page(course, "echo")
+    assert "a hidden test of this cell failed" in echo and "ECHO 250" not in echo and "250.0" not in echo
+    echo_record = report["students"]["echo"]["notebooks"][ASSIGNMENT]["tests"]["test_sharpen"]
+    assert "ECHO 250.0" in echo_record["message"], "the instructor still sees it"
