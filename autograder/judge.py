@@ -119,6 +119,7 @@ class Zygote:
         self.startup_seconds = 0.0
         self.startup_total = 0.0  # every start of this zygote, restarts included
         self.replaced = 0     # how often a child's clean-up failed and the zygote was closed for it
+        self.left = ""        # what the last failed clean-up left
 
     @property
     def alive(self) -> bool:
@@ -188,11 +189,14 @@ class Zygote:
             message = self._read(deadline - time.monotonic())
             if message is None:
                 self.replaced += 1
+                self.left = ""
                 self.close()  # no answer: the zygote itself is in trouble; a new one next time
                 return None
             if message.get("op") == "exited":
                 self.child_alive = False
                 if message.get("clean") is not True:
+                    left = message.get("left")
+                    self.left = ", ".join(map(str, left))[:300] if isinstance(left, list) else "unknown"
                     self.replaced += 1
                     self.close()
                 return str(message.get("status", ""))[:200]
@@ -761,8 +765,9 @@ class Notebook:
                 if child.stopped:
                     self.outcome.note("stopped", child.stopped)
         if self.zygote.replaced > replaced:
-            self.outcome.notes.append("the sandbox could not be emptied after this notebook: it was replaced "
-                                      "before the next one")
+            left = self.zygote.left or "no answer from it"
+            self.outcome.notes.append(f"the sandbox could not be emptied after this notebook ({left}): it was "
+                                      "replaced before the next one")
         for cell in self.cells:  # fail closed: a test cell that left no record did not pass
             if cell.kind == "test" and cell.grade_id not in self.outcome.tests:
                 self.outcome.tests[cell.grade_id] = {"passed": False, "message": "the test did not run",

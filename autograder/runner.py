@@ -286,6 +286,8 @@ def _empty(folder: str, deadline: float) -> bool:
                     for entry in os.listdir(inner):
                         try:
                             if _is_dir(inner, entry):
+                                # moving a folder to another parent needs write access to it ("..")
+                                os.chmod(entry, 0o700, dir_fd=inner)
                                 moved += 1
                                 os.rename(entry, f".ag-{moved}-{secrets.token_hex(4)}", src_dir_fd=inner,
                                           dst_dir_fd=top)
@@ -342,8 +344,9 @@ def _clear_keyrings() -> None:
         libc.syscall(SYS_KEYCTL, KEYCTL_CLEAR, keyring)
 
 
-def _clean(work_root: str, sandboxed: bool, child: int) -> bool:
-    """After a child: no process of it left, and nothing of it for the next one. True when clean.
+def _clean(work_root: str, sandboxed: bool, child: int) -> list[str]:
+    """After a child: no process of it left, and nothing of it for the next one. Returns what is
+    left (empty: clean).
 
     In the sandbox (its own pid namespace, an unprivileged uid), every process but this one (pid 1)
     is killed; the sandbox's own /tmp, /dev/shm and the working folder are emptied, its System V
@@ -353,7 +356,7 @@ def _clean(work_root: str, sandboxed: bool, child: int) -> bool:
     """
     me = os.getpid()
     deadline = time.monotonic() + CLEAN_SECONDS
-    clean = True
+    left: list[str] = []
     if sandboxed and _in_own_pid_namespace():
         for _ in range(200):
             if not [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]:
@@ -365,10 +368,11 @@ def _clean(work_root: str, sandboxed: bool, child: int) -> bool:
             _reap()
             time.sleep(0.005)
         else:
-            clean = False
+            left.append("processes")
         _reap()
         folders = ("/tmp", "/dev/shm", work_root)
-        clean = _remove_ipc() and clean
+        if not _remove_ipc():
+            left.append("System V IPC objects")
         _clear_keyrings()
     else:
         try:
@@ -378,9 +382,9 @@ def _clean(work_root: str, sandboxed: bool, child: int) -> bool:
         _reap()
         folders = (work_root,)
     for folder in folders:
-        if os.path.isdir(folder):
-            clean = _empty(folder, deadline) and clean
-    return clean
+        if os.path.isdir(folder) and not _empty(folder, deadline):
+            left.append(folder)
+    return left
 
 
 def _workdir(work_root: str, data_dir: str | None) -> str:
@@ -422,9 +426,9 @@ def serve(control: socket.socket, shell, work_root: str, data_dir: str | None, s
         if pidfd is not None and pidfd in ready:
             _, status = os.waitpid(child, 0)
             os.close(pidfd)
-            clean = _clean(work_root, sandboxed, child)
+            left = _clean(work_root, sandboxed, child)
             child, pidfd = None, None
-            say({"op": "exited", "status": _status(status), "clean": clean})
+            say({"op": "exited", "status": _status(status), "clean": not left, "left": left[:8]})
         if control in ready:
             message, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
             if not message:
@@ -476,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
         warm = torch.ones(2, dtype=torch.float64, requires_grad=True)
         torch.autograd.grad((warm * warm).sum(), [warm])
     shell = _make_shell()
+    if args.sandboxed:  # what the imports and the shell wrote (IPython's profile): the first child starts as the rest
+        for folder in ("/tmp", args.work):
+            _empty(folder, time.monotonic() + CLEAN_SECONDS)
     _prctl(PR_SET_DUMPABLE, 0)
     control.send(json.dumps({"op": "ready", "pid": os.getpid(), "preload_failed": failed}).encode())
     serve(control, shell, args.work, args.data, args.sandboxed)

@@ -81,14 +81,21 @@ def assert_shape(name: str, value, shape) -> None:
 def assert_close(name: str, got, expected, rtol: float = 1e-7, atol: float = 1e-9) -> None:
     """``|got - expected| <= atol + rtol * |expected|`` everywhere; shapes must agree exactly.
 
-    The message names ``name``, the worst index and both values there.
+    The message names ``name``, the worst index and both values there. Both must be finite: an
+    expected value that is NaN or infinite fails too (a comparison with it proves nothing).
     """
     got, expected = as_array(name, got), as_array(f"expected {name}", expected)
     if got.shape != expected.shape:
         raise AssertionError(f"{name}: expected shape {expected.shape}, got {got.shape}")
     if got.dtype.kind not in "biufc":
         raise AssertionError(f"{name}: expected numbers, got dtype {got.dtype}")
+    if expected.dtype.kind not in "biufc":
+        raise AssertionError(f"expected {name}: not numbers (dtype {expected.dtype})")
     got, expected = got.astype(np.float64), expected.astype(np.float64)
+    if not np.isfinite(expected).all():
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(expected))[0])
+        raise AssertionError(f"expected {name}: not finite at index {index}: {expected[index]} (the test's own "
+                             "expected value: nothing can be compared with it)")
     if not np.isfinite(got).all():
         index = tuple(int(i) for i in np.argwhere(~np.isfinite(got))[0])
         raise AssertionError(f"{name}: not finite at index {index}: {got[index]}")

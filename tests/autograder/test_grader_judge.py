@@ -243,3 +243,127 @@ def test_remote_errors_are_matched_by_built_in_types_only():
     assert not isinstance(forged, SystemExit)
     custom = remote_error({"type": "AssertionError", "message": "I passed", "builtin": False})
     assert not isinstance(custom, AssertionError)
+
+
+def test_every_decoder_error_stays_a_wire_error(monkeypatch):
+    data = wire.encode({"x": np.arange(3.0)})
+
+    def broken(self, node, tag):
+        raise RuntimeError("what numpy or torch might raise on crafted data")
+
+    monkeypatch.setattr(wire._Decoder, "_array", broken)
+    with pytest.raises(wire.WireError, match="malformed message .RuntimeError."):
+        wire.decode(data)
+
+
+def test_a_reply_must_arrive_whole_before_the_deadline():
+    import socket
+    import struct
+    import time
+
+    ours, theirs = socket.socketpair()
+    theirs.sendall(struct.pack(">Q", 4096) + b"ACW1")  # a frame's length, then four bytes, then nothing
+    started = time.monotonic()
+    with pytest.raises(wire.WireTimeout):
+        wire.receive(ours, deadline=time.monotonic() + 0.3)
+    assert time.monotonic() - started < 2
+    ours.close()
+    theirs.close()
+
+
+def test_a_reply_over_budget_is_dropped_whole_and_the_stream_stays_in_step():
+    import socket
+
+    ours, theirs = socket.socketpair()
+    wire.send(theirs, np.zeros(1000))
+    wire.send(theirs, "next")
+
+    def refuse(size):
+        raise wire.OverBudget(f"{size} bytes")
+
+    with pytest.raises(wire.OverBudget):
+        wire.receive(ours, on_size=refuse)
+    assert wire.receive(ours) == "next"
+    ours.close()
+    theirs.close()
+
+
+def test_a_zygote_that_could_not_clean_up_is_replaced(tmp_path):
+    import json
+    import socket
+
+    zygote = Zygote(sandbox.SandboxConfig(bwrap=None), None, [], None, str(tmp_path))
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote.control, zygote.child_alive = ours, True
+    theirs.send(json.dumps({"op": "exited", "status": "exit status 0", "clean": False, "left": ["/tmp"]}).encode())
+    assert zygote.wait_exited(5) == "exit status 0"
+    assert zygote.replaced == 1 and zygote.left == "/tmp" and zygote.control is None, "closed: a new one next time"
+    theirs.close()
+
+
+def test_a_spawn_that_fails_is_retried_once_on_a_fresh_zygote():
+    from autograder.judge import Notebook, SandboxStopped
+
+    class Flaky:
+        def __init__(self, failures):
+            self.failures, self.closed, self.replaced, self.left = failures, 0, 0, ""
+
+        def spawn(self):
+            if self.failures:
+                self.failures -= 1
+                raise SandboxStopped("the sandbox could not start a process")
+            return "child"
+
+        def close(self):
+            self.closed += 1
+
+    once = Flaky(1)
+    assert Notebook(once, [], [], 1, 1, None)._spawn() == "child" and once.closed == 1
+    twice = Flaky(2)
+    notebook = Notebook(twice, [], [], 1, 1, None)
+    assert notebook._spawn() is None and notebook.outcome.status == "stopped"
+
+
+def test_the_clean_up_empties_what_a_recursive_one_cannot(tmp_path):
+    import os
+    import time
+
+    from autograder import runner
+
+    top = tmp_path / "top"
+    (top / "locked" / "inner").mkdir(parents=True)
+    (top / "locked" / "inner" / "file").write_text("x")
+    os.chmod(top / "locked" / "inner", 0)
+    os.chmod(top / "locked", 0)
+    (top / "link").symlink_to(tmp_path / "outside")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "keep").write_text("not followed")
+    here = os.getcwd()
+    os.mkdir(top / "deep")
+    os.chdir(top / "deep")
+    try:
+        for _ in range(1500):  # deeper than PATH_MAX: no path-based walk could remove it
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+    assert runner._empty(str(top), time.monotonic() + 30)
+    assert os.listdir(top) == [] and (tmp_path / "outside" / "keep").read_text() == "not followed"
+
+
+def test_hidden_parts_of_a_test_cell_and_the_instructors_reasons():
+    from autograder.judge import _reason_for, hidden_feedback, test_segments
+
+    cell = Cell(0, "test", "x = 1\nassert x == 1\n### BEGIN HIDDEN TESTS\n# reason: shapes must agree\n"
+                           "assert x == 1\n# Reason: the values must agree\nassert x == 2\n### END HIDDEN TESTS\n",
+                "t")
+    segments = test_segments(cell)
+    assert [s.hidden for s in segments] == [False, True, False]
+    hidden = segments[1]
+    assert _reason_for(hidden, 5) == "shapes must agree" and _reason_for(hidden, 7) == "the values must agree"
+    assert _reason_for(hidden, 3) is None
+    assert hidden_feedback(None) == "a hidden test of this cell failed"
+    # A marker inside a block: the cell is one hidden segment (any failure in it reads as hidden).
+    block = Cell(0, "test", "for i in range(2):\n    ### BEGIN HIDDEN TESTS\n    assert i < 5\n    ### END HIDDEN TESTS\n",
+                 "t")
+    assert [s.hidden for s in test_segments(block)] == [True]

@@ -133,3 +133,25 @@ def test_points_come_only_from_an_explicit_pass_record(plan, records, expected):
 def test_a_cell_graded_by_hand_gets_no_automatic_score(plan):
     plan.max_scores["written_answer"] = 3.0
     assert score_tests({"written_answer": {"passed": True}}, plan)["written_answer"] is None
+
+
+def test_an_nbformat_3_notebook_is_converted_and_every_4x_read(tmp_path, fixture_course):
+    from nbformat.v3 import new_code_cell as v3_code_cell, new_notebook as v3_notebook, new_worksheet
+
+    old = v3_notebook(worksheets=[new_worksheet(cells=[v3_code_cell(input="x = 1"), v3_code_cell(input="y = 2")])])
+    path = tmp_path / "old.ipynb"
+    path.write_text(nbformat.writes(old, version=3))
+    notes: list[str] = []
+    nb, flags = load_submission(path, notes)
+    assert nb is not None and [c.source for c in nb.cells] == ["x = 1", "y = 2"] and flags == []
+    assert notes == ["old.ipynb was an nbformat 3 notebook: converted to version 4"]
+    for minor in range(6):
+        data = json.loads(nbformat.writes(fixture_course.solved(ASSIGNMENT)))
+        data["nbformat_minor"] = minor
+        path.write_text(json.dumps(data))
+        nb, flags = load_submission(path)
+        assert nb is not None and len(nb.cells) == len(data["cells"]), minor
+    data["nbformat"] = 5
+    path.write_text(json.dumps(data))
+    nb, flags = load_submission(path)
+    assert nb is None and "has nbformat 5: the grader reads versions 3 and 4" in flags[0]

@@ -93,3 +93,11 @@ def test_vjp_defers_to_a_proxy():
             return ("remote", dout, args, kwargs)
 
     assert checks.vjp(Proxy(), 1.0, 2, k=3) == ("remote", 1.0, (2,), {"k": 3})
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_assert_close_fails_when_the_expected_value_is_not_finite(bad):
+    expected = np.array([1.0, bad, 3.0])
+    for got in (expected.copy(), np.array([1.0, 2.0, 3.0])):
+        with pytest.raises(AssertionError, match=r"expected x: not finite at index \(1,\)"):
+            checks.assert_close("x", got, expected)
