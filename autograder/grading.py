@@ -33,7 +33,7 @@ from nbgrader import utils as nbutils
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
-from . import pool, sandbox
+from . import pool, sandbox, similarity
 from .course import REPO_ROOT, Course, atomic_write, check_id
 from .errors import GradingError
 from .prepare import NotebookPlan, Prepared, job_cells, plan_notebook, prepare, score_tests, student_cells
@@ -212,6 +212,21 @@ def _data_files(course: Course, assignment: str, run_dir: Path) -> Path | None:
     return folder
 
 
+def copy_flags(plans: dict[str, NotebookPlan], prepared: list[Prepared]) -> dict[tuple[str, str], list[str]]:
+    """(student, notebook) -> flags for answers that are substantially the package's code or another
+    answer of the batch (``similarity.py``); advisory, it never changes a score."""
+    offered = set(sandbox.library_modules(sorted({m for plan in plans.values() for m in plan.course_modules})))
+    check = similarity.CopyCheck(similarity.package_sources(sandbox.package_root(), offered))
+    found: dict[tuple[str, str], list[str]] = {}
+    for name, plan in plans.items():
+        answers = {p.student: "\n\n".join(source for _, source in student_cells(p.nb))
+                   for p in prepared if p.notebook == name and p.nb is not None}
+        boilerplate = [c.source for c in plan.released.cells if c.cell_type == "code"]
+        for student, flags in check.flags(answers, boilerplate).items():
+            found[(student, name)] = flags
+    return found
+
+
 def autograde(course: Course, assignment: str, options: GradeOptions,
               echo: Callable[[str], None] = print) -> dict:
     """Grade every submission of ``assignment`` (or ``options.students``); returns the report."""
@@ -290,8 +305,22 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                     if extra:
                         report["students"][student]["notes"].append(f"not part of the assignment, ignored: {', '.join(extra)}")
 
+                # Copies of the package or of each other, compared while the workers grade.
+                copying = ThreadPoolExecutor(1)
+                copies = copying.submit(copy_flags, plans, [job[1] for job in jobs.values()])
+                copying.shutdown(wait=False)
+
+                def copied(prepared: Prepared) -> list[str]:
+                    try:
+                        return copies.result().get((prepared.student, prepared.notebook), [])
+                    except Exception as exc:  # noqa: BLE001 - advisory: the grades stand without it
+                        if "copy_check" not in report:
+                            report["copy_check"] = f"failed: {type(exc).__name__}: {exc}"
+                            echo(f"warning: the copy check failed ({type(exc).__name__}: {exc}); grades are unaffected")
+                        return []
+
                 def record(prepared: Prepared, result: dict, scan_flags: list[str]) -> None:
-                    flags = prepared.flags + scan_flags + _outcome_flags(result)
+                    flags = prepared.flags + scan_flags + _outcome_flags(result) + copied(prepared)
                     entry = save_notebook(gb, course, assignment, plans[prepared.notebook], prepared, result, flags)
                     entry["execution"] = {key: result.get(key) for key in ("status", "reasons", "timing", "uid")
                                           if key in result}

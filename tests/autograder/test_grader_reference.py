@@ -45,6 +45,11 @@ ROUTES = {
                "    module = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(module)\n"
                "    Sharpening = module.Sharpening\n" + _CALL,
 }
+# A correct answer, handed in twice with other names: both full marks, both flagged for review.
+TWIN = ("def sharpen(weights, gamma):\n    logarithms_of_the_weights = np.log(np.maximum(weights, 1e-300))\n"
+        "    scaled_logarithms = gamma * logarithms_of_the_weights\n"
+        "    scaled_logarithms = scaled_logarithms - scaled_logarithms.max(axis=1, keepdims=True)\n"
+        "    powered = np.exp(scaled_logarithms)\n    return powered / powered.sum(axis=1, keepdims=True)\n")
 WRONG_LARGE_GAMMA = ("def sharpen(weights, gamma):\n    if gamma > 100:\n        return weights\n"
                      "    powered = weights ** gamma\n    return powered / powered.sum(axis=1, keepdims=True)\n")
 # Raises with the hidden inputs in its message, for the hidden cases only (a large gamma).
@@ -63,7 +68,10 @@ def graded(released_template, tmp_path_factory):
     shutil.copytree(released_template, root)
     course = FixtureCourse(root)
     answers = {"control": course.solved(ASSIGNMENT), "wrong": course.solved(ASSIGNMENT, sharpen=WRONG_LARGE_GAMMA),
-               "echo": course.solved(ASSIGNMENT, sharpen=ECHO)}
+               "echo": course.solved(ASSIGNMENT, sharpen=ECHO),
+               "twin_a": course.solved(ASSIGNMENT, sharpen=TWIN),
+               "twin_b": course.solved(ASSIGNMENT, sharpen=TWIN.replace("logarithms_of_the_weights", "logs")
+                                       .replace("powered", "unnormalised"))}
     answers.update({f"route_{name}": course.solved(ASSIGNMENT, sharpen=code) for name, code in ROUTES.items()})
     for student, nb in answers.items():
         folder = root / "submitted" / student / ASSIGNMENT
@@ -129,3 +137,12 @@ def test_hidden_test_feedback_gives_the_reason_and_nothing_computed(graded):
     assert "a hidden test of this cell failed" in echo and "ECHO 250" not in echo and "250.0" not in echo
     echo_record = report["students"]["echo"]["notebooks"][ASSIGNMENT]["tests"]["test_sharpen"]
     assert "ECHO 250.0" in echo_record["message"], "the instructor still sees it"
+
+
+def test_a_copied_answer_is_flagged_and_keeps_its_score(graded):
+    _, report, _ = graded
+    for student, other in (("twin_a", "twin_b"), ("twin_b", "twin_a")):
+        entry = report["students"][student]
+        assert entry["score"] == FULL, "a flag changes no score"
+        assert any(f"matches student {other}'s answer" in flag for flag in entry["flags"]), entry["flags"]
+    assert not any("matches" in flag for flag in report["students"]["control"]["flags"])
