@@ -10,6 +10,8 @@
     return-feedback ASSIGNMENT [--student ID ...]   the feedback into the exchange, for students to fetch
     export    [--csv FILE] [--histogram FILE.png]
     leakscan  PATH ... [--assignment A ...]    solution or hidden-test lines in any files (exit 1 if found)
+    sandbox   [ASSIGNMENT]                     what the grading sandbox offers: every attention_course module
+                                               it can import (for ASSIGNMENT: what its read-only cells import)
     hub start ROSTER [--dir D] [--port P] [--create-users]   a course hub (JupyterHub) on this machine, as root
     hub stop  [--dir D] [--remove-users]
 
@@ -124,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     hub_stop.add_argument("--dir", type=Path, default=None, help="the hub's folder (default: /srv/attention-hub)")
     hub_stop.add_argument("--remove-users", action="store_true", help="remove the users `start --create-users` made")
 
+    box = commands.add_parser("sandbox", help="list what the grading sandbox can import of the course package")
+    box.add_argument("assignment", nargs="?", help="an assignment in the source folder (default: none: the minimum)")
+    box.add_argument("--bwrap", help="the bubblewrap executable (default: $AUTOGRADER_BWRAP, else bwrap on PATH)")
+
     leaks = commands.add_parser("leakscan", help="find solution or hidden-test lines in files (a built book, a wheel)")
     leaks.add_argument("paths", nargs="+", type=Path)
     leaks.add_argument("--assignment", action="append", help="only these assignments' secrets (repeatable)")
@@ -151,6 +157,40 @@ def run_hub(args: argparse.Namespace) -> int:
         for line in hub.stop(folder, remove_users=args.remove_users) or ["no hub was running"]:
             print(line)
     return 0
+
+
+def sandbox_report(course: Course, assignment: str | None, bwrap: str | None) -> list[str]:
+    """The lines of ``sandbox``: how the sandbox runs, and each course module importable in it."""
+    import tempfile
+
+    import nbformat
+
+    from . import sandbox
+    from .judge import course_imports
+
+    modules: list[str] = []
+    if assignment:
+        for notebook in course.require_source(assignment):
+            cells = nbformat.read(notebook, as_version=4).cells
+            modules += course_imports([c.source for c in cells if c.cell_type == "code"
+                                       and c.metadata.get("nbgrader", {}).get("locked")
+                                       and not c.metadata.get("nbgrader", {}).get("grade")])
+    found = sandbox.find_bwrap(bwrap)
+    if found is None:
+        raise GradingError("sandbox: bubblewrap (bwrap) not found (tools/install-system-packages.sh)")
+    with tempfile.TemporaryDirectory(prefix="ag-sandbox-") as folder:
+        os.chmod(folder, 0o755)
+        lease = sandbox.UidLease(1) if os.geteuid() == 0 else None
+        try:
+            config = sandbox.make_config(found, sandbox.Limits(), Path(folder), 1,
+                                         uids=lease.uids if lease else (), modules=modules)
+            description = sandbox.preflight(config, [course.root, course.source])
+            report = sandbox.probe(config, [])
+        finally:
+            if lease is not None:
+                lease.release()
+    return [description, f"importable course modules ({len(report['modules'])}):",
+            *(f"  {name}" for name in report["modules"])]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -208,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
         from .export import export
 
         for line in export(course, args.csv, args.histogram):
+            print(line)
+    elif args.command == "sandbox":
+        for line in sandbox_report(course, args.assignment, args.bwrap):
             print(line)
     elif args.command == "leakscan":
         from . import leakscan

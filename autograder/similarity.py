@@ -87,8 +87,16 @@ class Match:
     other_lines: str    # where in the other
 
     def flag(self) -> str:
-        return (f"{self.share:.0%} of the answer matches {self.other} ({self.lines} here; {self.other_lines} "
+        return (f"{self.share:.0%} {COPY_FLAG} {self.other} ({self.lines} here; {self.other_lines} "
                 f"there): check it is the student's own work")
+
+
+COPY_FLAG = "of the answer matches"
+
+
+def is_copy_flag(flag: str) -> bool:
+    """Whether a report's flag is this module's (a copy to look at), not a grading problem."""
+    return COPY_FLAG in flag
 
 
 def _line_ranges(lines: np.ndarray, slices) -> str:

@@ -132,7 +132,8 @@ def bench(assignment: str, args) -> dict:
                 samples[label].append(run(grader + [str(course), "--source", str(source), "autograde", assignment,
                                                     *runs[label]], REPO, env))
                 report = json.loads((course / "reports" / f"{assignment}.json").read_text())["students"]
-                wrong = [s for s, e in report.items() if e["score"] != e["max_score"] or e["flags"]]
+                # (Thirty identical answers are flagged as copies of each other: flags score nothing.)
+                wrong = [s for s, e in report.items() if e["score"] != e["max_score"]]
                 if wrong:
                     raise SystemExit(f"{label}: not full marks for {wrong[:3]}")
                 if len(samples[label]) == 1 or samples[label][-1] == min(samples[label]):

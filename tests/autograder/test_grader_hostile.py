@@ -30,7 +30,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import leakscan, sandbox
+from autograder import leakscan, sandbox, similarity
 from autograder.course import package_folder
 
 from grader_helpers import FIXTURES, FixtureCourse, needs_bwrap
@@ -449,7 +449,10 @@ def test_the_batch_completes_and_every_submission_has_a_result(graded):
 def test_outcome(graded, student, score, flagged, reason):
     entry = graded["report"][student]
     assert entry["score"] == score, (student, entry)
-    assert (entry["status"] == "flagged") == flagged, (student, entry["flags"])
+    # Many of these hand in the same correct code: the copy check flags that (a flag scores nothing);
+    # the flags that matter here are the others.
+    own = [flag for flag in entry["flags"] if not similarity.is_copy_flag(flag)]
+    assert bool(own) == flagged, (student, entry["flags"])
     if reason:
         assert reason in _flags(graded, student)
 
