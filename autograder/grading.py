@@ -36,7 +36,8 @@ from sqlalchemy.exc import SAWarning
 from . import pool, sandbox, similarity
 from .course import REPO_ROOT, Course, atomic_write, check_id
 from .errors import GradingError
-from .prepare import NotebookPlan, Prepared, job_cells, plan_notebook, prepare, score_tests, student_cells
+from .prepare import (NotebookPlan, Prepared, job_cells, load_submission, plan_notebook, prepare, score_tests,
+                      student_cells)
 from .scan import scan_in_subprocess
 
 
@@ -212,18 +213,32 @@ def _data_files(course: Course, assignment: str, run_dir: Path) -> Path | None:
     return folder
 
 
-def copy_flags(plans: dict[str, NotebookPlan], prepared: list[Prepared]) -> dict[tuple[str, str], list[str]]:
+def _answer_code(nb) -> str:
+    return "\n\n".join(source for _, source in student_cells(nb))
+
+
+def copy_flags(course: Course, assignment: str, plans: dict[str, NotebookPlan],
+               prepared: list[Prepared]) -> dict[tuple[str, str], list[str]]:
     """(student, notebook) -> flags for answers that are substantially the package's code or another
-    answer of the batch (``similarity.py``); advisory, it never changes a score."""
+    submission's (``similarity.py``); advisory, it never changes a score. Each graded answer is
+    compared with every submission of the assignment, graded now or not, so that re-grading some
+    students gives them the same flags."""
     offered = set(sandbox.library_modules(sorted({m for plan in plans.values() for m in plan.course_modules})))
     check = similarity.CopyCheck(similarity.package_sources(sandbox.package_root(), offered))
+    graded = {(p.student, p.notebook): p for p in prepared if p.nb is not None}
     found: dict[tuple[str, str], list[str]] = {}
     for name, plan in plans.items():
-        answers = {p.student: "\n\n".join(source for _, source in student_cells(p.nb))
-                   for p in prepared if p.notebook == name and p.nb is not None}
+        answers = {student: _answer_code(p.nb) for (student, notebook), p in graded.items() if notebook == name}
+        for student in course.submitted_students(assignment):
+            if student not in answers:
+                nb, _ = load_submission(course.submitted_dir(student, assignment) / f"{name}.ipynb") \
+                    if (course.submitted_dir(student, assignment) / f"{name}.ipynb").is_file() else (None, [])
+                if nb is not None:
+                    answers[student] = _answer_code(nb)
         boilerplate = [c.source for c in plan.released.cells if c.cell_type == "code"]
         for student, flags in check.flags(answers, boilerplate).items():
-            found[(student, name)] = flags
+            if (student, name) in graded:
+                found[(student, name)] = flags
     return found
 
 
@@ -307,7 +322,8 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
 
                 # Copies of the package or of each other, compared while the workers grade.
                 copying = ThreadPoolExecutor(1)
-                copies = copying.submit(copy_flags, plans, [job[1] for job in jobs.values()])
+                copies = copying.submit(copy_flags, course, assignment, plans,
+                                        [job[1] for job in jobs.values()])
                 copying.shutdown(wait=False)
 
                 def copied(prepared: Prepared) -> list[str]:

@@ -153,18 +153,26 @@ class CopyCheck:
 
     def flags(self, answers: dict[str, str], boilerplate_sources: list[str] = ()) -> dict[str, list[str]]:
         """``answers``: who -> their answer code to one notebook; ``boilerplate_sources``: what the
-        released notebook already holds. Returns who -> flags (only for those with a match)."""
+        released notebook already holds. Returns who -> flags (only for those with a match): one per
+        package module matched, and one for the other answers matched (the closest named, with its
+        lines, then how many more and who). The same answers give the same flags, in any order."""
         hashes: set = set()
         for source in boilerplate_sources:
             hashes |= fingerprint(source).hashes
         boilerplate = np.array(sorted(hashes)) if hashes else None
-        prints = {who: fingerprint(code, boilerplate) for who, code in answers.items() if code.strip()}
+        prints = {who: fingerprint(answers[who], boilerplate) for who in sorted(answers) if answers[who].strip()}
         found: dict[str, list[str]] = {}
         for who, mine in prints.items():
-            others = list(self.references.items())
-            others += [(f"student {other}'s answer", theirs) for other, theirs in prints.items() if other != who]
-            for name, theirs in others:
-                match = self._compare(mine, theirs, name)
-                if match is not None:
-                    found.setdefault(who, []).append(match.flag())
+            flags = [match.flag() for name, theirs in self.references.items()
+                     if (match := self._compare(mine, theirs, name)) is not None]
+            peers = [(other, match) for other, theirs in prints.items() if other != who
+                     if (match := self._compare(mine, theirs, f"student {other}'s answer")) is not None]
+            if peers:
+                closest_name, closest = max(peers, key=lambda pair: (pair[1].share, pair[0]))
+                others = sorted(other for other, _ in peers if other != closest_name)
+                more = (f"; also {len(others)} other answer(s): {', '.join(others[:8])}"
+                        f"{', ...' if len(others) > 8 else ''}") if others else ""
+                flags.append(closest.flag() + more)
+            if flags:
+                found[who] = flags
         return found
