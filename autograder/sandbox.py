@@ -36,7 +36,6 @@ import shutil
 import site
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
