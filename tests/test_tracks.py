@@ -19,8 +19,8 @@ def test_every_track_module_has_the_same_interface():
         module = get_track(name)
         assert module.NAME == name
         assert all(callable(getattr(module, attr)) for attr in public[name]
-                   if attr not in ("NAME", "DEFAULTS", "TASK_DEFAULTS", "LOSSES"))
-    for table in ("DEFAULTS", "TASK_DEFAULTS", "LOSSES", "MODELS"):
+                   if attr not in ("NAME", "DEFAULTS", "MODEL_DEFAULTS", "TASK_DEFAULTS", "LOSSES", "MODELS"))
+    for table in ("DEFAULTS", "MODEL_DEFAULTS", "TASK_DEFAULTS", "LOSSES", "MODELS"):
         keys = [set(getattr(get_track(name), table)) for name in TRACKS]
         assert keys[0] == keys[1], f"{table}: both tracks have the same keys"
     assert {get_track(name).TASK_DEFAULTS["caption"]["inputs"] for name in TRACKS} == {"features", "images"}

@@ -45,7 +45,7 @@ def output_tokens(output: str, steps: int, vocab) -> list[str]:
 def _track_options(args, track) -> None:
     """Check the track's options, and fill in those whose default differs by track (chosen by benchmarks)."""
     track.check_options(args.device, args.amp)
-    for name, value in {**track.DEFAULTS, **getattr(track, "MODEL_DEFAULTS", {}).get(args.model, {})}.items():
+    for name, value in {**track.DEFAULTS, **track.MODEL_DEFAULTS.get(args.model, {})}.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.batch_size is None:

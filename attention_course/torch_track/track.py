@@ -23,9 +23,9 @@ from .seq2seq import build_model as _build_model
 from .transformer import TransformerSeq2seq
 from .trainer import Trainer, WithLoss, as_tensor, check_amp, resolve_device
 
-__all__ = ["NAME", "DEFAULTS", "TASK_DEFAULTS", "LOSSES", "check_options", "default_batch_size", "is_model",
-           "build_model", "make_trainer", "fit", "call", "num_parameters", "weights", "load_weights", "to_device",
-           "greedy_decode", "encode"]
+__all__ = ["NAME", "DEFAULTS", "MODEL_DEFAULTS", "TASK_DEFAULTS", "LOSSES", "MODELS", "check_options",
+           "default_batch_size", "is_model", "build_model", "make_trainer", "fit", "call", "num_parameters", "weights",
+           "load_weights", "to_device", "greedy_decode", "encode"]
 
 NAME = "torch"
 # Chosen by benchmarks/dates_time_to_accuracy.py: torch's GRU form (the fused kernels), narrower,
