@@ -1,9 +1,11 @@
 """The command line: ``attention-course train`` and ``attention-course translate``.
 
-``train`` trains a seq2seq model with attention (on either track) on the built-in dates task
-or on pairs from TSV files, shows progress on stderr, saves a checkpoint and a heat map of a
-few test alignments, and prints one JSON summary as its last line on stdout.
-``translate`` loads a checkpoint and prints the output for each input with its alignment.
+``train`` trains a task of the registry (``attention_course.tasks``; ``--task``, default the
+dates), or sequence pairs from TSV files, on either track: by default a seq2seq model with
+attention on the dates, saving a checkpoint and a heat map of a few test alignments. It shows
+progress on stderr and prints one JSON summary as its last line on stdout.
+``translate`` loads a checkpoint and prints the output for each input with its alignment;
+``doctor`` checks the installation.
 
 Bad input (a missing or malformed file, an unknown character, an impossible option) gets a
 one-line error on stderr that names the problem, and exit status 2.
@@ -16,15 +18,14 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
+from .core.configs import OptionError
+from .tasks import FILES, TASKS, get_task, model_choices
 from .tracks import TRACKS
-from .training import peak_rss_mb, result_summary, write_history
 
 EXIT_USAGE = 2
 
 
-class UsageError(Exception):
+class UsageError(OptionError):
     """A problem with what the user asked for: reported in one line, exit status 2."""
 
 
@@ -60,13 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="implementation to train (default: numpy)")
     train.add_argument("--device", help="torch track: 'cpu' (default) or 'cuda'")
     train.add_argument("--amp", action="store_true", help="torch track on CUDA: bfloat16 automatic mixed precision")
-    train.add_argument("--model", choices=["attention", "seq2seq", "transformer", "ntm", "lstm", "mean", "last"],
-                       default="attention",
+    train.add_argument("--model", choices=model_choices(), default="attention",
                        help="attention (default), the plain seq2seq bottleneck baseline, or the transformer; "
                             "on --task copy: ntm (the Neural Turing Machine) or lstm (its baseline without memory); "
                             "on --task classify*: attention, mean or last (how the states are pooled)")
     train.add_argument("--task", choices=sorted(TASKS), default="dates",
-                       help="a built-in task: " + "; ".join(f"{name}: {text}" for name, (_, text) in sorted(TASKS.items())))
+                       help="a built-in task: " + "; ".join(f"{name}: {task.description}"
+                                                           for name, task in sorted(TASKS.items())))
     train.add_argument("--train", type=Path, help="training pairs, one 'source<TAB>target' a line (with --test)")
     train.add_argument("--test", type=Path, help="test pairs, same format (with --train)")
     train.add_argument("--level", choices=["character", "word"], default="character",
@@ -130,196 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# The built-in tasks: name -> ("module:function", what it is). A sequence-to-sequence task's
-# function returns (train pairs, test pairs, level); another kind of task's module trains itself.
-TASKS = {
-    "dates": ("attention_course.data.dates:generate_dates", "human-written dates to ISO dates (characters)"),
-    "translation": ("attention_course.data.translation:generate_translation",
-                    "a generated two-language grammar whose word orders differ (words)"),
-    "copy": ("attention_course.ntm_copy:copy_command",
-             "the Neural Turing Machine's copy task, random bit vectors to recall (--model ntm or lstm)"),
-    "classify": ("attention_course.applications.classify:train_command",
-                 "a BiGRU classifier whose pooling (--model attention|mean|last) must find five planted "
-                 "keywords, the majority of which decides the label"),
-    "classify-keyword": ("attention_course.applications.classify:train_command",
-                         "the same, with planted keywords all of one kind"),
-    "classify-order": ("attention_course.applications.classify:train_command",
-                       "the same, where the order of 'ping' and 'pong' decides the label"),
-    "caption": ("attention_course.applications.caption:train_command",
-                "captions for images of coloured shapes, with soft attention over a grid of features"),
-    "babi": ("attention_course.applications.question_answering:train_command",
-             "bAbI-like question answering with an end-to-end memory network"),
-}
-WORD_LEVEL_TASKS = {"translation"}
-# Tasks whose function takes the parsed arguments and returns the summary.
-SELF_TRAINED_TASKS = {"copy", "classify", "classify-keyword", "classify-order", "caption", "babi"}
-
-
-def _task_function(name: str):
-    import importlib
-
-    module, function = TASKS[name][0].split(":")
-    return getattr(importlib.import_module(module), function)
-
-
-def _load_data(args):
-    """(train pairs, test pairs, task label, level) of a sequence-to-sequence task."""
-    from .data import load_pairs_tsv
-
-    if (args.train is None) != (args.test is None):
-        raise UsageError("give both --train and --test, or neither (for a built-in task)")
-    if args.train is not None:
-        level = args.level
-        return load_pairs_tsv(args.train), load_pairs_tsv(args.test), f"tsv:{args.train}", level
-    train_pairs, test_pairs = _task_function(args.task)(args.n_train or 20000, args.n_test or 1000, seed=args.seed)
-    return train_pairs, test_pairs, args.task, "word" if args.task in WORD_LEVEL_TASKS else "character"
-
-
-def _output_tokens(output: str, steps: int, vocab) -> list[str]:
-    """Row labels for an alignment: the output's symbols, then the end token if it was reached."""
-    return (vocab.split(output) + ["<eos>"])[:steps]
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _track_options(args, track) -> None:
-    """Check the track's options, and fill in those whose default differs by track (chosen by benchmarks)."""
-    track.check_options(args.device, args.amp)
-    for name, value in {**track.DEFAULTS, **getattr(track, "MODEL_DEFAULTS", {}).get(args.model, {})}.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.batch_size is None:
-        args.batch_size = track.default_batch_size(args.device)
-
-
-def _variant_options(args) -> dict:
-    """Chapter 8's options as config fields; a UsageError for one that does not apply."""
-    if args.model != "attention" and (args.attention != "global" or args.decoder != "luong"):
-        raise UsageError("--attention and --decoder choose the attention model's variants; "
-                         "they do not apply to --model seq2seq")
-    if args.window is not None and args.attention not in ("local-m", "local-p"):
-        raise UsageError(f"--window is local attention's half-width; it does not apply to --attention {args.attention}")
-    for option, value in (("--hard-estimator", args.hard_estimator), ("--baseline", args.baseline)):
-        if value is not None and args.attention != "hard":
-            raise UsageError(f"{option} is an option of hard attention; it does not apply to "
-                             f"--attention {args.attention}")
-    if args.baseline is not None and args.hard_estimator == "gumbel":
-        raise UsageError("--baseline is REINFORCE's; the Gumbel-softmax estimator has none")
-    if args.decoder == "bahdanau" and args.attention != "global":
-        raise UsageError(f"--decoder bahdanau uses global attention; it does not combine with "
-                         f"--attention {args.attention}")
-    options = {"attention": args.attention, "decoder": args.decoder}
-    for field, value in (("window", args.window), ("hard_estimator", args.hard_estimator),
-                         ("hard_baseline", args.baseline)):
-        if value is not None:
-            options[field] = value
-    return options
-
-
-def _transformer_options(args) -> None:
-    """A UsageError for a transformer option given to another model, or another model's option to the transformer."""
-    given = [option for option, value in (("--d-model", args.d_model), ("--heads", args.heads),
-                                          ("--layers", args.layers), ("--post-norm", args.post_norm)) if value]
-    if args.model != "transformer" and given:
-        raise UsageError(f"{given[0]} is an option of --model transformer; it does not apply to --model {args.model}")
-    if args.model == "transformer":
-        other = [option for option, value in (("--hidden-size", args.hidden_size), ("--gru-form", args.gru_form),
-                                              ("--unidirectional", args.unidirectional)) if value]
-        if other:
-            raise UsageError(f"{other[0]} is an option of the recurrent models; the transformer's width is --d-model")
-        if (args.d_model or 64) % (args.heads or 4):
-            raise UsageError(f"--d-model {args.d_model or 64}: d_model must be a multiple of num_heads "
-                             f"(--heads {args.heads or 4})")
-
-
 def train_command(args) -> dict:
-    if args.task in SELF_TRAINED_TASKS and args.train is None:
-        return _task_function(args.task)(args)
-    if args.model in ("ntm", "lstm"):
-        raise UsageError(f"--model {args.model} trains on --task copy, not on sequence pairs")
-    if args.model in ("mean", "last"):
-        raise UsageError(f"--model {args.model} pools a classifier's states: it trains on --task classify, "
-                         "classify-keyword or classify-order")
-    _transformer_options(args)
-    from .checkpoint import save_checkpoint
-    from .core.configs import Seq2seqConfig, TransformerConfig
-    from .data import build_vocabularies, encode_pairs
-    from .tracks import get_track
-    from .training import TrainConfig, exact_match
-    from .viz import save_alignments
-
-    track = get_track(args.track)
-    _track_options(args, track)
-    variant = _variant_options(args)
-    train_pairs, test_pairs, task, level = _load_data(args)
-    if args.out is None:
-        args.out = Path("runs") / args.task
-    source_vocab, target_vocab = build_vocabularies(train_pairs + test_pairs, level=level)
-    train = encode_pairs(train_pairs, source_vocab, target_vocab)
-    test = encode_pairs(test_pairs, source_vocab, target_vocab)
-    max_output_length = max(train.decoder_target.shape[1], test.decoder_target.shape[1])
-    test_targets = [target for _, target in test_pairs]
-
-    if args.model == "transformer":
-        config = TransformerConfig(len(source_vocab), len(target_vocab), d_model=args.d_model or 64,
-                                   num_heads=args.heads or 4, num_layers=args.layers or 2,
-                                   norm_first=not args.post_norm)
-    else:
-        config = Seq2seqConfig(len(source_vocab), len(target_vocab), embed_dim=args.embed_dim,
-                               hidden_size=args.hidden_size, cell=args.cell, score=args.score,
-                               bidirectional=not args.unidirectional and args.model == "attention",
-                               reset_after=args.gru_form == "torch", **variant)
-    stopping = dict(epochs=args.epochs, max_steps=args.max_steps, max_seconds=args.max_seconds,
-                    max_cpu_seconds=args.max_cpu_seconds, target_accuracy=args.target_accuracy)
-    if all(value is None for value in stopping.values()):
-        stopping.update(epochs=3, target_accuracy=0.999)
-    train_config = TrainConfig(batch_size=args.batch_size, lr=args.lr, eval_every=args.eval_every, seed=args.seed,
-                               **stopping)
-    model = track.build_model(args.model, config, seed=args.seed)
-    trainer = track.make_trainer(model, train_config, device=args.device, amp=args.amp)
-    device = str(getattr(trainer, "device", "cpu"))
-
-    def evaluate() -> float:
-        return exact_match(track.greedy_decode(model, test, target_vocab, max_output_length).texts, test_targets)
-
-    n_parameters = sum(value.size for value in track.weights(model).values())
-    _log(f"training {args.model} ({n_parameters:,} parameters, {args.track} track, {device}) on {task}: "
-         f"{len(train_pairs):,} train / {len(test_pairs):,} test pairs")
-    result = trainer.fit(train, evaluate, progress=not args.no_progress, log=_log)
-    _log(f"stopped: {result.stopped_because}")
-
-    out = args.out
-    save_checkpoint(out / "checkpoint", args.model, config, track.weights(model), source_vocab, target_vocab,
-                    max_output_length, extra={"task": task, "seed": args.seed, "trained_on": args.track})
-    summary = {
-        "test_exact_match": result.test_exact_match,
-        **result_summary(result),
-        "track": args.track,
-        "device": device,
-        "model": args.model,
-        "attention": getattr(config, "attention", None),
-        "decoder": getattr(config, "decoder", None),
-        "task": task,
-        "seed": args.seed,
-        "checkpoint": str(out / "checkpoint"),
-    }
-    examples = test.subset(np.arange(min(4, len(test))))
-    shown = track.greedy_decode(model, examples, target_vocab, max_output_length)
-    predictions, attention = shown.texts, shown.attention_weights
-    if attention is not None:
-        drawn = [(attention[i], source_vocab.split(test_pairs[i][0]),
-                  _output_tokens(predictions[i], attention.shape[1], target_vocab)) for i in range(len(predictions))]
-        summary["alignments"] = save_alignments(drawn, str(out / "alignments.png"))
-    write_history(out, result)
-    summary["peak_rss_mb"] = peak_rss_mb()  # the whole command's: decoding and plotting included
-    return summary
+    """The task of ``--task`` trains itself (``tasks.Task.train_command``); pairs from ``--train``
+    and ``--test`` train as sequence pairs, whatever ``--task`` says (it names the output folder)."""
+    return (FILES if args.train is not None else get_task(args.task)).train_command(args)
 
 
 def translate_command(args) -> list[dict]:
     from .checkpoint import load_checkpoint
     from .data import encode_pairs
+    from .tasks.pairs import output_tokens
     from .tracks import get_track
     from .viz import alignment_text, save_alignments
 
@@ -336,7 +157,7 @@ def translate_command(args) -> list[dict]:
     for i, (text, output) in enumerate(zip(args.text, outputs)):
         print(output)
         if weights is not None:
-            drawn.append((weights[i], source_vocab.split(text), _output_tokens(output, weights.shape[1], target_vocab)))
+            drawn.append((weights[i], source_vocab.split(text), output_tokens(output, weights.shape[1], target_vocab)))
             if not args.no_alignment:
                 print(alignment_text(*drawn[-1]) + "\n")
         results.append({"input": text, "output": output})
@@ -347,7 +168,6 @@ def translate_command(args) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     from .checkpoint import CheckpointError
-    from .core.configs import OptionError
     from .data import DataFormatError, UnknownCharacterError
 
     parser = build_parser()
@@ -362,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             from .doctor import doctor_command
 
             return doctor_command(args)
-    except (UsageError, OptionError, DataFormatError, UnknownCharacterError, CheckpointError) as error:
+    except (OptionError, DataFormatError, UnknownCharacterError, CheckpointError) as error:
         print(f"attention-course {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -1,9 +1,15 @@
-"""The registry of tracks: what the command line, checkpoints and the explorer consult instead of branching.
+"""The registry of tracks: what the tasks, the command line, checkpoints and the explorer consult
+instead of branching on a track's name or a model's class.
 
-Each track has a module ``<track>.track`` with the same functions (``build_model``,
-``make_trainer``, ``weights``, ``load_weights``, ``to_device``, ``greedy_decode``, ``encode``,
-``is_model``) and ``DEFAULTS`` (the options whose best value differs by track). This module
-imports a track only when it is asked for, so the NumPy track works without torch installed.
+Each track has a module ``<track>.track`` with the same functions: ``build_model`` (every kind of
+model a task trains), ``fit`` (training on named arrays or fresh batches, with the one loop of
+``attention_course.training``), ``make_trainer`` (training on sequence pairs), ``call`` (a model on
+NumPy arrays, in batches), ``num_parameters``, ``weights``, ``load_weights``, ``to_device``,
+``greedy_decode``, ``encode``, ``check_options``, ``default_batch_size``, ``is_model``; and tables
+of what differs by track: ``DEFAULTS`` (the command line's options whose best value differs by
+track), ``TASK_DEFAULTS`` (what a task does differently on it), ``LOSSES`` (losses on a model's
+outputs, by name). This module imports a track only when it is asked for, so the NumPy track
+works without torch installed.
 """
 
 from __future__ import annotations

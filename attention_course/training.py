@@ -1,12 +1,17 @@
-"""The training loop both tracks share: batches, stopping rules, periodic evaluation, progress.
+"""The one training loop: batches, stopping rules, periodic evaluation, progress. Every task on
+either track trains with it (a track's ``fit`` and ``Trainer`` supply the step).
 
 A track supplies ``train_step(indices) -> (loss, grad_norm)`` (floats, or 0-d tensors that
-are read only when needed, so a GPU is not made to wait at every step) and
-``evaluate() -> test exact match``. The loop stops at whichever comes first: ``epochs`` or
-``max_steps`` done, ``max_seconds`` of wall-clock time or ``max_cpu_seconds`` of the process's
-CPU time (all its threads) spent, or exact match >= ``target_accuracy`` at an evaluation.
-``train_seconds`` is the wall time from the first step until it stopped, ``cpu_seconds`` the
-process's CPU time over the same span, the periodic evaluations included in both.
+are read only when needed, so a GPU is not made to wait at every step) and the task
+``evaluate() -> accuracy`` (test exact match, bit accuracy, ...: ``TrainConfig.metric`` names it
+in the progress lines). ``indices`` are the rows of a training set of ``n_examples`` rows, in
+shuffled batches; for a task that draws a fresh batch at every step (``n_examples=None``, the
+copy task) they are None. The loop stops at whichever comes first: ``epochs`` or ``max_steps``
+done, ``max_seconds`` of wall-clock time or ``max_cpu_seconds`` of the process's CPU time (all
+its threads) spent, or accuracy >= ``target_accuracy`` at an evaluation. ``train_seconds`` is
+the wall time from the first step until the end (the final evaluation included),
+``cpu_seconds`` the process's CPU time over the same span; ``stopped_seconds`` and
+``stopped_cpu_seconds`` end where the stopping rule fired.
 
 With ``snapshot``/``restore`` given (and ``TrainConfig.restore_best``), the weights of the best
 evaluation are kept, and put back at the end if training later got worse (Adam at a constant
@@ -15,6 +20,7 @@ learning rate can spike late in a run): the result then reports the best step an
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import resource
@@ -65,6 +71,8 @@ class TrainConfig:
     # None: leave the thread count as it is.
     blas_threads: int | None = 1
     restore_best: bool = True
+    # What ``evaluate()`` returns, as the progress lines name it.
+    metric: str = "test exact match"
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -88,6 +96,12 @@ class TrainResult:
     evaluations: list = field(default_factory=list)  # (step, test exact match)
     grad_norms: list = field(default_factory=list)
     restored_step: int | None = None  # the step whose weights were put back, if any
+    # Seconds since the start (wall-clock and the process's CPU) at each evaluation: after a
+    # periodic one; for the final one, when the stopping rule fired (its weights are of that moment).
+    evaluation_seconds: list = field(default_factory=list)
+    evaluation_cpu_seconds: list = field(default_factory=list)
+    stopped_seconds: float = 0.0  # when the stopping rule fired, before the final evaluation
+    stopped_cpu_seconds: float = 0.0
 
     @property
     def test_exact_match(self) -> float | None:
@@ -132,11 +146,12 @@ def _as_floats(values: list) -> list[float]:
     return [float(v) for v in values]
 
 
-def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, config: TrainConfig,
+def run_training(train_step: Callable[[np.ndarray | None], tuple], n_examples: int | None, config: TrainConfig,
                  evaluate: Callable[[], float] | None = None, progress: bool = True,
                  log: Callable[[str], None] | None = None, snapshot: Callable[[], object] | None = None,
                  restore: Callable[[object], None] | None = None) -> TrainResult:
-    """Call ``train_step`` on shuffled batches of indices until a stopping rule fires.
+    """Call ``train_step`` on shuffled batches of indices (None for each step when ``n_examples``
+    is None: the step draws its own batch) until a stopping rule fires.
 
     After a normal stop: a final evaluation (unless the last step was just evaluated), and the
     best evaluation's weights put back if training got worse since. An exception from a step or
@@ -146,24 +161,31 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
     from tqdm.auto import tqdm
 
     c = config
-    steps_per_epoch = -(-n_examples // c.batch_size)
+    if n_examples is None and c.epochs is not None:
+        raise ValueError("epochs: a task that draws a fresh batch at every step has no epochs; give max_steps")
+    steps_per_epoch = None if n_examples is None else -(-n_examples // c.batch_size)
     total = c.max_steps if c.max_steps is not None else (c.epochs * steps_per_epoch if c.epochs else None)
     result = TrainResult()
     keep_best = c.restore_best and snapshot is not None and restore is not None
     best = None  # (accuracy, step, weights)
+    start, cpu_start = time.perf_counter(), time.process_time()
 
-    def evaluated(accuracy: float) -> None:
+    def evaluated(accuracy: float, at: tuple[float, float] | None = None) -> None:
         nonlocal best
         result.evaluations.append((result.steps, accuracy))
+        seconds, cpu_seconds = at or (time.perf_counter() - start, time.process_time() - cpu_start)
+        result.evaluation_seconds.append(seconds)
+        result.evaluation_cpu_seconds.append(cpu_seconds)
         if keep_best and (best is None or accuracy > best[0]):
             best = (accuracy, result.steps, snapshot())
 
-    start, cpu_start = time.perf_counter(), time.process_time()
     bar = tqdm(total=total, disable=not progress, unit="step", dynamic_ncols=True, mininterval=0.5)
     try:
         _train(train_step, n_examples, c, evaluate, log, result, evaluated, bar, start, cpu_start)
     finally:
         bar.close()
+    result.stopped_seconds = time.perf_counter() - start
+    result.stopped_cpu_seconds = time.process_time() - cpu_start
 
     result.losses[:] = _as_floats(result.losses)
     result.grad_norms[:] = _as_floats(result.grad_norms)
@@ -171,18 +193,18 @@ def run_training(train_step: Callable[[np.ndarray], tuple], n_examples: int, con
     if not finite:
         result.stopped_because = result.stopped_because or "loss is not finite"
     if evaluate is not None and finite and (not result.evaluations or result.evaluations[-1][0] != result.steps):
-        evaluated(evaluate())
+        evaluated(evaluate(), at=(result.stopped_seconds, result.stopped_cpu_seconds))
     if keep_best and best is not None and (not finite or result.evaluations[-1][1] < best[0]):
         restore(best[2])
         result.restored_step = best[1]
         if log is not None:
-            log(f"restored the weights of step {best[1]} (test exact match {best[0]:.4f}, the best evaluation)")
+            log(f"restored the weights of step {best[1]} ({c.metric} {best[0]:.4f}, the best evaluation)")
     result.train_seconds = time.perf_counter() - start
     result.cpu_seconds = time.process_time() - cpu_start
     return result
 
 
-def _train(train_step, n_examples: int, c: TrainConfig, evaluate, log, result: TrainResult,
+def _train(train_step, n_examples: int | None, c: TrainConfig, evaluate, log, result: TrainResult,
            evaluated: Callable[[float], None], bar, start: float, cpu_start: float) -> None:
     """The loop itself: steps, periodic checks and evaluations, until a stopping rule sets
     ``result.stopped_because``."""
@@ -198,7 +220,8 @@ def _train(train_step, n_examples: int, c: TrainConfig, evaluate, log, result: T
 
     epoch = 0
     while True:
-        for indices in iterate_batches(n_examples, c.batch_size, rng):
+        batches = itertools.repeat(None) if n_examples is None else iterate_batches(n_examples, c.batch_size, rng)
+        for indices in batches:
             loss, norm = train_step(indices)
             result.steps += 1
             result.losses.append(loss)
@@ -213,9 +236,9 @@ def _train(train_step, n_examples: int, c: TrainConfig, evaluate, log, result: T
             if evaluate_now:
                 accuracy = evaluate()
                 evaluated(accuracy)
-                bar.set_postfix(loss=f"{result.losses[-1]:.3f}", test_exact_match=f"{accuracy:.3f}")
+                bar.set_postfix({"loss": f"{result.losses[-1]:.3f}", c.metric.replace(" ", "_"): f"{accuracy:.3f}"})
                 if log is not None:
-                    log(f"step {result.steps}: loss {result.losses[-1]:.4f}, test exact match {accuracy:.4f}")
+                    log(f"step {result.steps}: loss {result.losses[-1]:.4f}, {c.metric} {accuracy:.4f}")
                 if c.target_accuracy is not None and accuracy >= c.target_accuracy:
                     result.stopped_because = "target accuracy reached"
                     return

@@ -39,7 +39,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from attention_course.tasks import get_task
+
 ROOT = Path(__file__).resolve().parent.parent
+TASK = get_task("copy")  # the registry's: the models it trains, the figure its summary is judged by
 
 
 def run_json(command: list[str], timeout: float) -> dict:
@@ -55,7 +58,9 @@ def train(model: str, seed: int, max_cpu_seconds: float, out: Path, target: floa
           max_seconds: float | None = None) -> dict:
     """Train one model in a fresh process with a budget of ``max_cpu_seconds`` (and ``max_seconds``
     of wall-clock time, if given); its summary."""
-    command = [sys.executable, "-m", "attention_course", "train", "--task", "copy", "--model", model,
+    if model not in TASK.models:
+        raise SystemExit(f"the copy task trains {TASK.models}, not {model!r}")
+    command = [sys.executable, "-m", "attention_course", "train", "--task", TASK.name, "--model", model,
                "--track", "torch", "--seed", str(seed), "--max-cpu-seconds", str(max_cpu_seconds),
                "--out", str(out), "--no-progress"]
     if max_seconds is not None:
@@ -114,7 +119,7 @@ def describe(seed: int, name: str, r: dict) -> str:
     cpu = "" if cpu is None else f", {cpu:.0f} CPU s"
     by_length = ", ".join(f"{L}: {a:.3f}" for L, a in r["bit_accuracy_by_length"].items())
     return (f"seed {seed} {name}: {r['parameters']:,} parameters, {r['steps']} steps in {r['train_seconds']:.0f} s; "
-            f"99% after {to_99}{cpu}; bit accuracy 1-20 {r['test_bit_accuracy']:.4f}; by length {by_length}")
+            f"99% after {to_99}{cpu}; bit accuracy 1-20 {r[TASK.metric]:.4f}; by length {by_length}")
 
 
 def summarise(runs: list[dict], args, load) -> dict:
@@ -130,7 +135,7 @@ def summarise(runs: list[dict], args, load) -> dict:
             "cpu_seconds": [r.get("cpu_seconds") for r in rows],
             "steps_to_99": [r["steps_to_99"] for r in rows],
             "train_seconds": [r["train_seconds"] for r in rows],
-            "bit_accuracy_1_20": [r["test_bit_accuracy"] for r in rows],
+            "bit_accuracy_1_20": [r[TASK.metric] for r in rows],
             "bit_accuracy_40": [r["bit_accuracy_by_length"]["40"] for r in rows],
         }
     ntm = summary["ntm"]

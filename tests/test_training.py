@@ -157,3 +157,34 @@ def test_an_error_in_an_evaluation_propagates_without_another_evaluation():
         run_training(fake.step, 100, TrainConfig(batch_size=10, max_steps=40, eval_every=10), evaluate,
                      progress=False, snapshot=fake.snapshot, restore=fake.restore)
     assert len(calls) == 1 and fake.weights["w"] == 10
+
+
+def test_a_task_that_draws_its_own_batches_gets_none_and_has_no_epochs():
+    fake = Fake([0.4, 0.6, 0.5])
+    result = run_training(fake.step, None, TrainConfig(max_steps=25, eval_every=10), fake.evaluate, progress=False,
+                          snapshot=fake.snapshot, restore=fake.restore)
+    assert result.steps == 25 and all(seen.ndim == 0 and seen.item() is None for seen in fake.seen)
+    assert [step for step, _ in result.evaluations] == [10, 20, 25] and result.restored_step == 20
+    with pytest.raises(ValueError, match="no epochs"):
+        run_training(fake.step, None, TrainConfig(epochs=1), progress=False)
+
+
+def test_evaluations_are_timed_and_named_as_the_config_says():
+    def busy_step(indices):
+        _busy(0.01)
+        return 1.0, 0.0
+
+    lines = []
+    accuracies = iter([0.5, 0.9, 0.7])
+    result = run_training(busy_step, 100, TrainConfig(batch_size=10, max_steps=25, eval_every=10,
+                                                      metric="test bit accuracy"),
+                          lambda: (_busy(0.05), next(accuracies))[1], progress=False, log=lines.append,
+                          snapshot=dict, restore=lambda weights: None)
+    assert lines[0] == "step 10: loss 1.0000, test bit accuracy 0.5000"
+    assert lines[-1] == "restored the weights of step 20 (test bit accuracy 0.9000, the best evaluation)"
+    cpu = result.evaluation_cpu_seconds
+    assert len(cpu) == len(result.evaluation_seconds) == 3 and cpu[0] < cpu[1] < cpu[2]
+    assert cpu[1] - cpu[0] >= 0.1 + 0.05, "ten steps and an evaluation between them"
+    # the final evaluation is stamped when the stopping rule fired, before it ran
+    assert cpu[2] == result.stopped_cpu_seconds and result.evaluation_seconds[2] == result.stopped_seconds
+    assert result.stopped_cpu_seconds + 0.05 <= result.cpu_seconds

@@ -8,6 +8,7 @@ Modules:
     initializers  seeded initial values as plain NumPy arrays, so both tracks start from identical
                   weights for a seed without building each other's layers
     shapes        shape and dtype checks whose errors name the argument, the expected and the got
+    batches       calling a function a chunk of rows at a time (each track's ``call`` predicts so)
 
 ``numpy_track`` and ``torch_track`` import from here; neither imports the other.
 """

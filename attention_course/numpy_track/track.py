@@ -1,4 +1,4 @@
-"""The NumPy track as the command line, checkpoints and the explorer see it (``attention_course.tracks``).
+"""The NumPy track as the tasks, the command line, checkpoints and the explorer see it (``attention_course.tracks``).
 
 Every track's ``track`` module has these names; the callers never ask which track they hold.
 """
@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.configs import OptionError, TransformerConfig
+from ..core.batches import in_chunks
+from ..core.configs import (CaptionerConfig, ClassifierConfig, MemoryConfig, NTMConfig, OptionError,
+                            TransformerConfig)
 from ..data import ParallelBatch, Vocabulary
 from ..decoding import Decoded
-from ..training import TrainConfig
+from ..training import TrainConfig, TrainResult
 from . import decoding
 from .base import Layer
+from .captioning import CaptionDecoder
+from .classifier import SequenceClassifier
+from .memory import MemN2N
+from .ntm import NTM, LSTMBaseline, SigmoidCrossEntropy
 from .seq2seq import build_model as _build_model
 from .transformer import TransformerSeq2seq
-from .trainer import Trainer
+from .trainer import Trainer, WithLoss, as_model_dtype, float_as, model_dtype
 
-__all__ = ["NAME", "DEFAULTS", "check_options", "default_batch_size", "is_model", "build_model",
-           "make_trainer", "weights", "load_weights", "to_device", "greedy_decode", "encode"]
+__all__ = ["NAME", "DEFAULTS", "MODEL_DEFAULTS", "TASK_DEFAULTS", "LOSSES", "MODELS", "check_options",
+           "default_batch_size", "is_model", "build_model", "make_trainer", "fit", "call", "num_parameters", "weights",
+           "load_weights", "to_device", "greedy_decode", "encode"]
 
 NAME = "numpy"
 # Chosen by benchmarks/dates_time_to_accuracy.py: the lectures' GRU, wider than the torch track's.
@@ -27,6 +34,15 @@ DEFAULTS = {"hidden_size": 64, "lr": 0.01, "gru_form": "lecture"}
 # (on dates, torch track, seed 0, 300 steps: 88%, 97%, 98% and 91% exact match at 0.001, 0.002,
 # 0.004 and 0.008; 0.004 went on to 99% at step 550).
 MODEL_DEFAULTS = {"transformer": {"lr": 0.004}}
+# What a task does differently on this track. Captioning: the decoder attends over a given grid of
+# features (the task's ``patch_features``: each cell's pixels pooled, and its place).
+TASK_DEFAULTS = {"caption": {"inputs": "features"}}
+# Losses on a model's outputs, by name, for ``fit(..., loss=...)``.
+LOSSES = {"bit_cross_entropy": SigmoidCrossEntropy}
+# The models a task builds, by kind: the class and the config it is built from ("attention" and
+# "seq2seq" are seq2seq.build_model's; "lstm", the copy task's baseline, is built from a mapping).
+MODELS = {"transformer": (TransformerSeq2seq, TransformerConfig), "classifier": (SequenceClassifier, ClassifierConfig),
+          "captioner": (CaptionDecoder, CaptionerConfig), "memory": (MemN2N, MemoryConfig), "ntm": (NTM, NTMConfig)}
 
 
 def check_options(device=None, amp: bool = False) -> None:
@@ -47,18 +63,57 @@ def is_model(obj) -> bool:
 
 
 def build_model(kind: str, config, seed: int = 0):
-    """A fresh model, its weights drawn from ``seed``: ``"attention"`` or ``"seq2seq"`` from a
-    ``Seq2seqConfig``, ``"transformer"`` (``TransformerSeq2seq``) from a ``TransformerConfig``."""
-    if kind == "transformer":
-        if not isinstance(config, TransformerConfig):
-            raise ValueError(f"model 'transformer': expected a TransformerConfig, got a {type(config).__name__}")
-        return TransformerSeq2seq(config, rng=np.random.default_rng(seed))
-    return _build_model(kind, config, rng=np.random.default_rng(seed))
+    """A fresh model, its weights drawn from ``seed`` (the same on both tracks): ``"attention"`` or
+    ``"seq2seq"`` from a ``Seq2seqConfig``; ``"transformer"``, ``"classifier"``, ``"captioner"`` (the
+    decoder over given features), ``"memory"`` or ``"ntm"`` from their configs (``MODELS``);
+    ``"lstm"`` (the copy task's baseline) from a mapping of ``input_size``, ``output_size``,
+    ``hidden_size`` and ``dtype``."""
+    rng = np.random.default_rng(seed)
+    if kind == "lstm":
+        return LSTMBaseline(config["input_size"], config["output_size"], config["hidden_size"], rng=rng,
+                            dtype=config["dtype"])
+    if kind in MODELS:
+        model, config_type = MODELS[kind]
+        if not isinstance(config, config_type):
+            raise ValueError(f"model {kind!r}: expected a {config_type.__name__}, got a {type(config).__name__}")
+        return model(config, rng=rng)
+    return _build_model(kind, config, rng=rng)
 
 
 def make_trainer(model, config: TrainConfig, device=None, amp: bool = False) -> Trainer:
     check_options(device, amp)
     return Trainer(model, config)
+
+
+def fit(model, data, config: TrainConfig, evaluate=None, *, loss: str | None = None, progress: bool = False,
+        log=None, device=None) -> TrainResult:
+    """Train ``model`` with the one loop (``training.run_training``) until a stopping rule of ``config`` fires.
+
+    ``data``: named arrays, the keyword arguments of the model's ``forward``, whose rows are drawn
+    in batches; or a function that draws a fresh batch of them at every step. Without ``loss``,
+    ``model.forward(**batch)`` is the loss; with it (a name in ``LOSSES``), the loss is that
+    layer's on ``model.forward(batch["inputs"])`` and the batch's other arrays. ``evaluate()``
+    returns the accuracy that the stopping rule and the kept weights go by.
+    """
+    trainable = model if loss is None else WithLoss(model, LOSSES[loss]())
+    return make_trainer(trainable, config, device).fit_arrays(data, evaluate, progress, log)
+
+
+def call(model, method: str, *args, batch_size: int = 512, **kwargs):
+    """``model.<method>(*args, **kwargs)`` on NumPy arrays, in chunks of ``batch_size`` rows, floating-point
+    arrays in the model's dtype; results (arrays, or tuples of arrays) joined along the first axis."""
+    dtype = model_dtype(model)
+
+    def once(*chunk_args, **chunk_kwargs):
+        return getattr(model, method)(*(float_as(value, dtype) for value in chunk_args),
+                                      **as_model_dtype(chunk_kwargs, dtype))
+
+    return in_chunks(once, args, kwargs, batch_size)
+
+
+def num_parameters(model) -> int:
+    """The number of trained parameters."""
+    return model.num_parameters()
 
 
 def weights(model) -> dict[str, np.ndarray]:

@@ -1,25 +1,26 @@
-"""Training the torch models: the whole training set on the device once, fused optimizer steps,
-optional bfloat16 autocast on CUDA.
+"""Training the torch models, on sequence pairs or on named arrays: the whole training set on the
+device once, fused optimizer steps, optional bfloat16 autocast on CUDA.
 
-The loop (batches, stopping rules, evaluation, progress) is ``attention_course.training``,
-shared with the NumPy track; losses stay on the device until the loop reads them. Greedy
-evaluation is ``decoding.greedy_translate``.
+The loop (batches, stopping rules, evaluation, progress) is ``attention_course.training``, the one
+every task on either track trains with; losses stay on the device until the loop reads them.
+Greedy evaluation is ``decoding.greedy_translate``.
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import torch
+from torch import nn
 
 from ..core.configs import OptionError
 from ..data import ParallelBatch
 from ..training import TrainConfig, TrainResult, run_training
 from .base import BATCH_FIELDS, batch_to_tensors
 
-__all__ = ["Trainer", "DeviceError", "resolve_device", "check_amp"]
+__all__ = ["Trainer", "WithLoss", "DeviceError", "resolve_device", "check_amp", "as_tensor", "to_tensors"]
 
 
 class DeviceError(OptionError):
@@ -50,8 +51,41 @@ def check_amp(device: torch.device, amp: bool) -> None:
         raise DeviceError("amp: automatic mixed precision is for CUDA devices; drop --amp on the CPU")
 
 
+def as_tensor(value, like: torch.Tensor):
+    """A NumPy array as a tensor on the device of ``like`` (a parameter), in its dtype if floating-point;
+    any other value as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    tensor = torch.from_numpy(np.ascontiguousarray(value)).to(like.device)
+    return tensor.to(like.dtype) if tensor.is_floating_point() else tensor
+
+
+def to_tensors(arrays: Mapping[str, np.ndarray], like: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``arrays`` as tensors on the device of ``like``, floating-point ones in its dtype."""
+    return {name: as_tensor(value, like) for name, value in arrays.items()}
+
+
+class WithLoss(nn.Module):
+    """A model that maps inputs to outputs, and a loss on those outputs, as one module whose
+    ``forward(inputs, **targets)`` is the loss (``loss(model(inputs), **targets)``).
+
+    What the copy task trains: the NTM's logits scored by ``SigmoidCrossEntropy``. Its parameters
+    are the model's (named ``model.<name>``).
+    """
+
+    def __init__(self, model: nn.Module, loss: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, inputs: torch.Tensor, **targets) -> torch.Tensor:
+        return self.loss(self.model(inputs), **targets)
+
+
 class Trainer:
-    """Trains a torch ``Seq2seq``/``AttentionSeq2seq`` with Adam on ``device``."""
+    """Trains a model with Adam on ``device``: a ``Seq2seq``/``AttentionSeq2seq``/``TransformerSeq2seq``
+    on a ``ParallelBatch`` (``fit``), or any model whose ``forward(**arrays)`` is the loss on named
+    arrays (``fit_arrays``: the classifier, the captioner, the memory network, ``WithLoss``)."""
 
     def __init__(self, model, config: TrainConfig, device="cpu", amp: bool = False) -> None:
         self.device = resolve_device(device)
@@ -64,10 +98,15 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.params, lr=config.lr, **({"fused": True} if fused else {"foreach": True}))
 
     def train_step(self, tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step; returns (loss, gradient norm before clipping) as 0-d tensors on the device."""
+        """One step on a batch of sequence pairs; returns (loss, gradient norm before clipping) as 0-d
+        tensors on the device."""
+        return self.step(*(tensors[name] for name in BATCH_FIELDS))
+
+    def step(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step on the loss ``model(*args, **kwargs)``: (loss, gradient norm before clipping)."""
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.amp else nullcontext()
         with autocast:
-            loss = self.model(*(tensors[name] for name in BATCH_FIELDS))
+            loss = self.model(*args, **kwargs)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         max_norm = self.config.max_grad_norm
@@ -107,11 +146,29 @@ class Trainer:
         self.model.train()
         if self.device.type == "cuda":
             self._warm_up(data)
+        return self._run(lambda indices: self.train_step(self._gather(data, indices)), len(train), evaluate,
+                         progress, log)
 
-        def step(indices: np.ndarray):
-            index = torch.from_numpy(indices).to(self.device, non_blocking=True)
-            return self.train_step({name: tensor.index_select(0, index) for name, tensor in data.items()})
+    def fit_arrays(self, data: Mapping[str, np.ndarray] | Callable[[], Mapping[str, np.ndarray]],
+                   evaluate: Callable[[], float] | None = None, progress: bool = False,
+                   log: Callable[[str], None] | None = None) -> TrainResult:
+        """Train on batches of rows of ``data`` (the keyword arrays of the model's ``forward``), or,
+        with ``data`` a function, on the fresh batch it draws at every step; floating-point arrays
+        take the model's dtype."""
+        parameter = next(self.model.parameters())
+        self.model.train()
+        if callable(data):
+            return self._run(lambda _: self.step(**to_tensors(data(), parameter)), None, evaluate, progress, log)
+        tensors = to_tensors(data, parameter)  # once: batches are gathered on the device
+        n_examples = len(next(iter(tensors.values())))
+        return self._run(lambda indices: self.step(**self._gather(tensors, indices)), n_examples, evaluate,
+                         progress, log)
 
+    def _gather(self, tensors: dict[str, torch.Tensor], indices: np.ndarray) -> dict[str, torch.Tensor]:
+        index = torch.from_numpy(indices).to(self.device, non_blocking=True)
+        return {name: tensor.index_select(0, index) for name, tensor in tensors.items()}
+
+    def _run(self, step, n_examples: int | None, evaluate, progress: bool, log) -> TrainResult:
         # On the CPU, as in the NumPy track: the ops are small, and intra-op threads only add
         # overhead, and collapse when another process wants the cores (TrainConfig.blas_threads).
         threads = self.config.blas_threads if self.device.type == "cpu" else None
@@ -119,7 +176,7 @@ class Trainer:
         if threads is not None:
             torch.set_num_threads(threads)
         try:
-            return run_training(step, len(train), self.config, evaluate, progress, log, snapshot=self._snapshot,
+            return run_training(step, n_examples, self.config, evaluate, progress, log, snapshot=self._snapshot,
                                 restore=self.model.load_state_dict)
         finally:
             torch.set_num_threads(previous)

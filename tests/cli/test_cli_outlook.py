@@ -66,7 +66,7 @@ def test_options_that_do_not_apply_are_one_line_errors(capsys, argv, message):
 
 
 def test_the_copy_task_trains_the_ntm_and_writes_a_checkpoint_both_tracks_read(tmp_path, capsys):
-    from attention_course.ntm_copy import COPY_FORMAT, load_copy_checkpoint, predict
+    from attention_course.tasks.copy import COPY_FORMAT, load_copy_checkpoint, predict
     from attention_course.data import generate_copy_task
 
     code, stdout, stderr = run_main(capsys, "train", "--task", "copy", "--model", "ntm", "--track", "torch",

@@ -16,17 +16,15 @@ import numpy as np
 
 from ..core.configs import MemoryConfig
 from ..data.babi import BABI_KINDS, BABI_VOCABULARY, BabiBatch, encode_babi, generate_babi
+from ..tracks import get_track
 from ..training import TrainConfig, result_summary
-from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
-                     stopping_rules)
+from .common import (TASK_OPTIONS, TaskRun, check_task_command, finish_command, log_to_stderr, stopping_rules,
+                     track_settings)
 
 __all__ = ["DEFAULTS", "MAX_SENTENCES", "make_data", "build_model", "measure", "train", "train_command"]
 
 MAX_SENTENCES = 10  # the generator's longest story by default
-DEFAULTS = {
-    "numpy": {"lr": 0.01, "batch_size": 32},
-    "torch": {"lr": 0.01, "batch_size": 32},
-}
+DEFAULTS = {"lr": 0.01, "batch_size": 32}
 STOPPING = {"epochs": 40, "target_accuracy": 1.0}
 
 
@@ -45,16 +43,7 @@ def make_data(n_train: int = 4000, n_validation: int = 500, n_test: int = 1000, 
 
 def build_model(track: str, config: MemoryConfig, seed: int = 0):
     """A fresh ``MemN2N`` of ``track``, its weights drawn from ``seed`` (the same on both)."""
-    if track == "numpy":
-        from ..numpy_track.memory import MemN2N
-
-        return MemN2N(config, rng=np.random.default_rng(seed))
-    import torch
-
-    from ..torch_track.memory import MemN2N
-
-    torch.manual_seed(seed)
-    return MemN2N(config, rng=np.random.default_rng(seed))
+    return get_track(track).build_model("memory", config, seed)
 
 
 def _inputs(batch: BabiBatch) -> tuple:
@@ -67,8 +56,9 @@ def measure(model, track: str, examples, batch: BabiBatch) -> dict:
     Returns a dict: ``accuracy``; ``accuracy_by_kind`` {kind: fraction}; ``supporting_hit_rate``
     {kind: [one fraction per hop]}; ``weights`` (N, K, S); ``predictions`` (N,).
     """
-    predictions = call(model, track, "predict", *_inputs(batch)).argmax(axis=1)
-    weights = call(model, track, "attend", *_inputs(batch))  # (N, K, S)
+    call = get_track(track).call
+    predictions = call(model, "predict", *_inputs(batch)).argmax(axis=1)
+    weights = call(model, "attend", *_inputs(batch))  # (N, K, S)
     correct = predictions == batch.answers
     kinds = np.array([example.kind for example in examples])
     looked_at = weights.argmax(axis=2)  # (N, K)
@@ -92,22 +82,23 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 4000, n_validation
     ``stopping``: ``epochs``, ``max_steps``, ``max_seconds``, ``target_accuracy`` (validation
     accuracy); by default 40 epochs, or every validation answer right.
     """
-    defaults = DEFAULTS[track]
+    implementation = get_track(track)
+    defaults = track_settings(implementation, "babi", DEFAULTS)
     (_, train_batch), (_, validation), (test_examples, test) = make_data(n_train, n_validation, n_test, seed)
     config = MemoryConfig(len(BABI_VOCABULARY), MAX_SENTENCES, embed_dim=embed_dim, hops=hops,
                           position_encoding=position_encoding, temporal_encoding=temporal_encoding)
-    model = build_model(track, config, seed)
+    model = implementation.build_model("memory", config, seed)
     rules = {name: value for name, value in stopping.items() if value is not None} or dict(STOPPING)
     train_config = TrainConfig(batch_size=batch_size or defaults["batch_size"], lr=lr or defaults["lr"],
                                eval_every=eval_every, seed=seed, **rules)
 
     def evaluate() -> float:
-        predictions = call(model, track, "predict", *_inputs(validation)).argmax(axis=1)
+        predictions = implementation.call(model, "predict", *_inputs(validation)).argmax(axis=1)
         return float((predictions == validation.answers).mean())
 
     arrays = {"stories": train_batch.stories, "story_mask": train_batch.story_mask,
               "questions": train_batch.questions, "answers": train_batch.answers}
-    result = fit(model, track, arrays, train_config, evaluate, progress=progress, log=log, device=device)
+    result = implementation.fit(model, arrays, train_config, evaluate, progress=progress, log=log, device=device)
     measured = measure(model, track, test_examples, test)
     summary = {
         "test_accuracy": measured["accuracy"],
@@ -115,7 +106,7 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 4000, n_validation
         "supporting_hit_rate_by_hop": measured["supporting_hit_rate"],
         "validation_accuracy": result.test_exact_match,
         **result_summary(result),
-        "n_parameters": num_parameters(model, track),
+        "n_parameters": implementation.num_parameters(model),
         "track": track,
         "device": device,
         "model": "attention",
@@ -131,9 +122,9 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 4000, n_validation
 OPTIONS = TASK_OPTIONS - {"hidden_size"}
 
 
-def train_command(args) -> dict:
+def train_command(args, task) -> dict:
     """``attention-course train --task babi``: train, write ``history.json``, return the summary."""
-    given = check_task_command(args, OPTIONS, ("attention",), "has one model, the memory network")
+    given = check_task_command(args, task, OPTIONS, "has one model, the memory network")
 
     embed_dim = args.embed_dim if "embed_dim" in given else 20
     run = train(track=args.track, seed=args.seed, n_train=args.n_train or 4000, n_test=args.n_test or 1000,

@@ -2,13 +2,14 @@
 
 The data (``attention_course.data.captions``): 64x64 images of one to three coloured shapes on a
 4x4 grid, captioned ("a red circle above a blue square"), with every object's pixels known.
-The model (``CaptionDecoder`` of either track) attends over a grid of features at every word:
+The model (the track's ``"captioner"``) attends over a grid of features at every word. What it
+reads is the track's choice (its ``TASK_DEFAULTS["caption"]["inputs"]``):
 
-* on the NumPy track over a *given* grid: ``patch_features``, each cell of the objects' 4x4
-  grid as its pixels averaged down to 4x4x3 values, and the cell's row and column (one-hot);
-* on the torch track over the last feature map of a small CNN (``CNNCaptioner``: four
-  2x2 convolutions of stride 2, a 4x4 grid of 16 features), trained with the decoder end
-  to end from pixels.
+* ``"features"`` (the NumPy track's ``CaptionDecoder``): a *given* grid, ``patch_features``, each
+  cell of the objects' 4x4 grid as its pixels averaged down to 4x4x3 values, and the cell's row
+  and column (one-hot);
+* ``"images"`` (the torch track's ``CNNCaptioner``): the pixels, through a small CNN (four 2x2
+  convolutions of stride 2, a 4x4 grid of 16 features) trained with the decoder end to end.
 
 Measured on held-out images: exact match and BLEU (sacrebleu) of the greedy captions, and for
 every object word of the test captions (a colour or a shape; teacher forcing) whether the grid
@@ -23,33 +24,32 @@ import numpy as np
 from ..core.configs import CaptionerConfig
 from ..data.captions import (CAPTION_VOCABULARY, COLOUR_NAMES, NO_OBJECT, SHAPE_NAMES, CaptionData, encode_captions,
                              generate_captions)
+from ..tracks import get_track
 from ..training import TrainConfig, result_summary
-from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
-                     stopping_rules)
+from .common import (TASK_OPTIONS, TaskRun, check_task_command, finish_command, log_to_stderr, stopping_rules,
+                     track_settings)
 
-__all__ = ["DEFAULTS", "STOPPING", "stopping_defaults", "patch_features", "make_data", "build_model",
+__all__ = ["DEFAULTS", "STOPPING", "settings", "stopping_defaults", "patch_features", "make_data", "build_model",
            "model_inputs", "bleu", "measure", "object_hits", "train", "train_command"]
 
 VOCAB = CAPTION_VOCABULARY
-# The NumPy track's given grid: the objects' own 4x4 grid, each cell pooled to 4x4 pixels.
+# The given grid ("features"): the objects' own 4x4 grid, each cell pooled to 4x4 pixels.
 PATCH_GRID, PATCH_POOL = 4, 4
-# The torch track's CNN: four 2x2 convolutions of stride 2 (64 -> 4), the last 16 wide. In trial
-# runs a 64-wide last layer left the decoder's attention nearly uniform (the mean feature that
-# starts the decoder can hold the whole scene); a 16-wide one made it sharper. The CNN trains
-# at lr 0.003 for 30 epochs: at the decoder's 0.01 for 20, the shape words of one seed in three
-# looked at their objects in only 64% of the cases (at another object or an empty cell instead).
-DEFAULTS = {
-    "numpy": {"hidden_size": 64, "lr": 0.01, "reset_after": False, "batch_size": 64,
-              "grid_size": PATCH_GRID, "epochs": 20},
-    "torch": {"hidden_size": 64, "lr": 0.003, "reset_after": True, "batch_size": 64, "grid_size": 4,
-              "cnn_channels": (16, 32, 32), "feature_size": 16, "epochs": 30},
-}
+# What a track does differently (what its captioner reads; the torch track's CNN, its rate and its
+# epochs) is in the track's TASK_DEFAULTS["caption"].
+DEFAULTS = {"hidden_size": 64, "lr": 0.01, "batch_size": 64, "grid_size": PATCH_GRID, "cnn_channels": (),
+            "epochs": 20}
 STOPPING = {"epochs": 20, "target_accuracy": 1.0}
+
+
+def settings(track: str) -> dict:
+    """The defaults of captioning on ``track``: ``DEFAULTS`` and the track's own."""
+    return track_settings(get_track(track), "caption", DEFAULTS)
 
 
 def stopping_defaults(track: str) -> dict:
     """The stopping rules of ``track`` when none is given: its epochs, or every validation caption right."""
-    return {**STOPPING, "epochs": DEFAULTS[track]["epochs"]}
+    return {**STOPPING, "epochs": settings(track)["epochs"]}
 
 
 def patch_features(images: np.ndarray, grid_size: int = PATCH_GRID, pool: int = PATCH_POOL) -> np.ndarray:
@@ -80,23 +80,18 @@ def make_data(n_train: int = 3000, n_validation: int = 300, n_test: int = 500, s
     return tuple(generate_captions(n, rng) for n in (n_train, n_validation, n_test))
 
 
+# What a captioner reads -> the array its ``forward`` takes, from the data.
+INPUTS = {"features": lambda data: patch_features(data.images), "images": lambda data: data.images}
+
+
 def model_inputs(track: str, data: CaptionData) -> np.ndarray:
-    """What the model of ``track`` reads: patch features (NumPy) or the images themselves (torch)."""
-    return patch_features(data.images) if track == "numpy" else data.images
+    """What the captioner of ``track`` reads: patch features (NumPy) or the images themselves (torch)."""
+    return INPUTS[settings(track)["inputs"]](data)
 
 
 def build_model(track: str, config: CaptionerConfig, seed: int = 0):
     """NumPy: a ``CaptionDecoder`` over given features; torch: a ``CNNCaptioner`` from pixels."""
-    if track == "numpy":
-        from ..numpy_track.captioning import CaptionDecoder
-
-        return CaptionDecoder(config, rng=np.random.default_rng(seed))
-    import torch
-
-    from ..torch_track.captioning import CNNCaptioner
-
-    torch.manual_seed(seed)
-    return CNNCaptioner(config, rng=np.random.default_rng(seed))
+    return get_track(track).build_model("captioner", config, seed)
 
 
 def bleu(hypotheses: list[str], references: list[str]) -> float:
@@ -131,12 +126,13 @@ def measure(model, track: str, data: CaptionData, inputs: np.ndarray | None = No
     for colour and shape words apart), ``captions`` (the greedy ones), ``generated_attention``
     (N, T_out, L, while generating) and ``attention`` (N, T, L, teacher forcing).
     """
+    call = get_track(track).call
     inputs = model_inputs(track, data) if inputs is None else inputs
     length = max(len(caption.split(" ")) for caption in data.captions) + 1
-    ids, generated_attention = call(model, track, "generate", inputs, VOCAB.bos_id, length, None, batch_size=256)
+    ids, generated_attention = call(model, "generate", inputs, VOCAB.bos_id, length, None, batch_size=256)
     captions = [VOCAB.decode(row) for row in ids]
     decoder_input, _, _ = encode_captions(data.captions, VOCAB)
-    attention = call(model, track, "attend", inputs, decoder_input, batch_size=256)
+    attention = call(model, "attend", inputs, decoder_input, batch_size=256)
     grid_size = model.config.grid_size
     hits = object_hits(attention, data, grid_size)
     rows, steps = np.nonzero(data.word_objects != NO_OBJECT)
@@ -160,19 +156,20 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
     """Generate images and captions, train a captioner on ``track``, and measure it on the test images.
 
     ``stopping``: ``epochs``, ``max_steps``, ``max_seconds``, ``target_accuracy`` (validation
-    exact match); by default ``DEFAULTS[track]["epochs"]`` epochs (20 NumPy, 30 torch), or every
-    validation caption right.
+    exact match); by default the track's epochs (20 NumPy, 30 torch), or every validation caption right.
     """
-    defaults = DEFAULTS[track]
+    implementation = get_track(track)
+    defaults = settings(track)
     train_data, validation, test = make_data(n_train, n_validation, n_test, seed)
     train_inputs = model_inputs(track, train_data)
     validation_inputs = model_inputs(track, validation)
-    feature_size = train_inputs.shape[-1] if track == "numpy" else defaults["feature_size"]
+    # Given features are as wide as they are; a CNN's last layer is as wide as the track says.
+    feature_size = defaults.get("feature_size", train_inputs.shape[-1])
     config = CaptionerConfig(len(VOCAB), feature_size, embed_dim=embed_dim,
                              hidden_size=hidden_size or defaults["hidden_size"], attention_size=attention_size,
                              coverage_weight=coverage_weight, reset_after=defaults["reset_after"],
-                             grid_size=defaults["grid_size"], cnn_channels=defaults.get("cnn_channels", ()))
-    model = build_model(track, config, seed)
+                             grid_size=defaults["grid_size"], cnn_channels=defaults["cnn_channels"])
+    model = implementation.build_model("captioner", config, seed)
     decoder_input, decoder_target, target_mask = encode_captions(train_data.captions, VOCAB)
     length = decoder_input.shape[1]
     rules = {name: value for name, value in stopping.items() if value is not None} or stopping_defaults(track)
@@ -180,13 +177,12 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
                                eval_every=eval_every, seed=seed, **rules)
 
     def evaluate() -> float:
-        ids, _ = call(model, track, "generate", validation_inputs, VOCAB.bos_id, length, None, batch_size=256)
+        ids, _ = implementation.call(model, "generate", validation_inputs, VOCAB.bos_id, length, None, batch_size=256)
         return float(np.mean([VOCAB.decode(row) == caption for row, caption in zip(ids, validation.captions)]))
 
-    inputs_name = "features" if track == "numpy" else "images"
-    arrays = {inputs_name: train_inputs, "decoder_input": decoder_input, "decoder_target": decoder_target,
+    arrays = {defaults["inputs"]: train_inputs, "decoder_input": decoder_input, "decoder_target": decoder_target,
               "target_mask": target_mask}
-    result = fit(model, track, arrays, train_config, evaluate, progress=progress, log=log, device=device)
+    result = implementation.fit(model, arrays, train_config, evaluate, progress=progress, log=log, device=device)
     measured = measure(model, track, test)
     summary = {
         "test_exact_match": measured["exact_match"],
@@ -196,7 +192,7 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
         "coverage_weight": coverage_weight,
         "validation_exact_match": result.test_exact_match,
         **result_summary(result),
-        "n_parameters": num_parameters(model, track),
+        "n_parameters": implementation.num_parameters(model),
         "track": track,
         "device": device,
         "model": "attention",
@@ -211,12 +207,12 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
 OPTIONS = TASK_OPTIONS
 
 
-def train_command(args) -> dict:
+def train_command(args, task) -> dict:
     """``attention-course train --task caption``: train, write ``history.json``, return the summary."""
-    check_task_command(args, OPTIONS, ("attention",), "has one model, attention")
+    check_task_command(args, task, OPTIONS, "has one model, attention")
 
     run = train(track=args.track, seed=args.seed, n_train=args.n_train or 3000, n_test=args.n_test or 500,
                 embed_dim=args.embed_dim, hidden_size=args.hidden_size, lr=args.lr, batch_size=args.batch_size,
-                eval_every=args.eval_every, device=args.device or "cpu", progress=not args.no_progress, log=log_to_stderr,
-                **stopping_rules(args, stopping_defaults(args.track)))
+                eval_every=args.eval_every, device=args.device or "cpu", progress=not args.no_progress,
+                log=log_to_stderr, **stopping_rules(args, stopping_defaults(args.track)))
     return finish_command(args, run)

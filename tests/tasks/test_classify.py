@@ -1,9 +1,9 @@
-"""Tests for attention_course/applications/classify.py: attention pooling lands on the planted words."""
+"""Tests for attention_course/tasks/classify.py: attention pooling lands on the planted words."""
 
 import numpy as np
 import pytest
 
-from attention_course.applications import classify
+from attention_course.tasks import classify
 
 QUICK = dict(n_train=2000, n_validation=200, n_test=300, epochs=5)
 

@@ -1,9 +1,9 @@
-"""Tests for attention_course/applications/question_answering.py: each hop looks at a supporting sentence."""
+"""Tests for attention_course/tasks/question_answering.py: each hop looks at a supporting sentence."""
 
 import numpy as np
 import pytest
 
-from attention_course.applications import question_answering as babi
+from attention_course.tasks import question_answering as babi
 
 QUICK = dict(n_train=4000, n_validation=200, n_test=400, epochs=15)
 

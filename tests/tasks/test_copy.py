@@ -1,4 +1,4 @@
-"""Tests for attention_course/ntm_copy.py: the copy-task training of the NTM and its LSTM baseline.
+"""Tests for attention_course/tasks/copy.py: the copy-task training of the NTM and its LSTM baseline.
 
 The page of chapter 10 loads a checkpoint of the full-size NTM (``attention-course train --task copy
 --model ntm``; ``benchmarks/ntm_copy.py`` measures it over seeds); here a smaller instance is trained
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from attention_course.data import generate_copy_task
-from attention_course.ntm_copy import (COPY_FORMAT, CopyTrainConfig, bit_accuracy, build_copy_model,
+from attention_course.tasks.copy import (COPY_FORMAT, CopyTrainConfig, bit_accuracy, build_copy_model,
                                        copy_model_config, evaluate_lengths, load_copy_checkpoint, predict,
                                        save_copy_checkpoint, train_copy)
 
@@ -21,11 +21,14 @@ SMALL = {"controller_size": 32, "memory_size": 16, "memory_width": 8}
 
 
 def test_bit_accuracy_counts_the_output_phase_only():
+    from attention_course.numpy_track.base import Layer
+
     data = generate_copy_task(3, seed=0, max_length=4)
 
-    class Echo:  # logits that are right exactly where the targets are 1, and wrong off the mask
-        def named_parameters(self):
-            yield "w", np.zeros(1), np.zeros(1)
+    class Echo(Layer):  # logits that are right exactly where the targets are 1, and wrong off the mask
+        def __init__(self):
+            super().__init__()
+            self.add_param("w", np.zeros(1, dtype=np.float32))
 
         def forward(self, inputs):
             T = inputs.shape[1]
@@ -113,7 +116,7 @@ def test_the_committed_checkpoints_copy_as_the_page_says():
     pytest.importorskip("torch")
     from pathlib import Path
 
-    results = Path(__file__).resolve().parents[1] / "book" / "results"
+    results = Path(__file__).resolve().parents[2] / "book" / "results"
     ntm, description = load_copy_checkpoint(results / "copy_ntm" / "checkpoint")
     lstm, baseline = load_copy_checkpoint(results / "copy_lstm" / "checkpoint")
     assert description["model"] == "ntm" and baseline["model"] == "lstm"
@@ -122,3 +125,43 @@ def test_the_committed_checkpoints_copy_as_the_page_says():
     assert bit_accuracy(ntm, generate_copy_task(64, seed=123, min_length=1, max_length=20)) >= 0.99
     at_40 = {name: evaluate_lengths(model, [40], n=32, seed=321)[40] for name, model in (("ntm", ntm), ("lstm", lstm))}
     assert at_40["ntm"] >= 0.95 and at_40["lstm"] < 0.8, at_40
+
+
+@pytest.mark.parametrize("track", ["numpy", pytest.param("torch", marks=pytest.mark.skipif(
+    __import__("importlib").util.find_spec("torch") is None, reason="torch is not installed"))])
+def test_training_keeps_the_best_evaluation_and_times_each(track):
+    config = CopyTrainConfig(lr=0.01, max_length=3, max_steps=5, eval_every=2, seed=1, test_size=16)
+    model = build_copy_model("lstm", copy_model_config("lstm", hidden_size=6), track, seed=1)
+    result = train_copy(model, config)
+    assert [step for step, _, _ in result.evaluations] == [2, 4, 5] and result.steps == 5
+    assert len(result.losses) == 5 and result.stopped_because == "max_steps reached"
+    assert len(result.evaluation_cpu_seconds) == 3
+    # the final evaluation is stamped when the stopping rule fired: the training time, not counting it
+    assert result.evaluations[-1][1] == round(result.train_seconds, 3)
+    assert result.evaluation_cpu_seconds[-1] == round(result.cpu_seconds, 3)
+    best = max(accuracy for _, _, accuracy in result.evaluations)
+    assert result.test_bit_accuracy == best
+    assert result.best_step in (2, 4, 5) and dict((s, a) for s, _, a in result.evaluations)[result.best_step] == best
+    test = generate_copy_task(16, seed=config.seed + 10_000, max_length=3)
+    assert bit_accuracy(model, test) == pytest.approx(best), "the weights kept are the best evaluation's"
+
+
+def test_a_damaged_checkpoint_is_a_clear_error(tmp_path):
+    from attention_course.checkpoint import CheckpointError
+
+    config = copy_model_config("lstm", hidden_size=4)
+    save_copy_checkpoint(tmp_path, "lstm", config, build_copy_model("lstm", config, "numpy"))
+    description = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**description, "config": {**config, "hidden_size": 5}}))
+    with pytest.raises(CheckpointError, match="damaged copy-task checkpoint"):
+        load_copy_checkpoint(tmp_path, "numpy")
+    (tmp_path / "config.json").write_text(json.dumps({**description, "format": "something else"}))
+    with pytest.raises(CheckpointError, match="not a copy-task checkpoint"):
+        load_copy_checkpoint(tmp_path, "numpy")
+
+
+def test_the_old_module_name_is_the_same_code():
+    import attention_course.ntm_copy as old
+    import attention_course.tasks.copy as new
+
+    assert all(getattr(old, name) is getattr(new, name) for name in old.__all__)

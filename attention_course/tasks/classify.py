@@ -17,21 +17,20 @@ import numpy as np
 
 from ..core.configs import ClassifierConfig
 from ..data.classification import ClassificationData, generate_classification
+from ..tracks import get_track
 from ..training import TrainConfig, result_summary
-from .common import (TASK_OPTIONS, TaskRun, call, check_task_command, finish_command, fit, log_to_stderr, num_parameters,
-                     stopping_rules)
+from .common import (TASK_OPTIONS, TaskRun, check_task_command, finish_command, log_to_stderr, stopping_rules,
+                     track_settings)
 
 __all__ = ["VARIANTS", "DEFAULTS", "make_data", "build_model", "measure", "train", "train_command"]
 
-# Command-line task name -> the data's task, and how many words it plants.
+# Command-line task name -> the data's task (the registry's ``settings["variant"]``), and how many
+# words each plants.
 VARIANTS = {"classify": "majority", "classify-keyword": "keyword", "classify-order": "order"}
 PLANTED = {"majority": 5, "keyword": 2, "order": 2}
-# Chosen by runs of attention_course/applications/experiments.py: the torch track takes torch's
-# GRU form (its fused kernels), as for the dates task.
-DEFAULTS = {
-    "numpy": {"hidden_size": 32, "lr": 0.03, "reset_after": False, "batch_size": 64},
-    "torch": {"hidden_size": 32, "lr": 0.03, "reset_after": True, "batch_size": 64},
-}
+# Chosen by runs of attention_course/tasks/experiments.py. Each track takes the GRU form it
+# prefers (torch's: its fused kernels), as for the dates task (``common.track_settings``).
+DEFAULTS = {"hidden_size": 32, "lr": 0.03, "batch_size": 64}
 STOPPING = {"epochs": 6}
 
 
@@ -49,16 +48,7 @@ def make_data(task: str = "majority", n_train: int = 3000, n_validation: int = 5
 
 def build_model(track: str, config: ClassifierConfig, seed: int = 0):
     """A fresh ``SequenceClassifier`` of ``track``, its weights drawn from ``seed`` (the same on both)."""
-    if track == "numpy":
-        from ..numpy_track.classifier import SequenceClassifier
-
-        return SequenceClassifier(config, rng=np.random.default_rng(seed))
-    import torch
-
-    from ..torch_track.classifier import SequenceClassifier
-
-    torch.manual_seed(seed)
-    return SequenceClassifier(config, rng=np.random.default_rng(seed))
+    return get_track(track).build_model("classifier", config, seed)
 
 
 def measure(model, track: str, data: ClassificationData) -> dict:
@@ -68,11 +58,12 @@ def measure(model, track: str, data: ClassificationData) -> dict:
     (the mean over sequences of the weight on the planted words) and ``planted_share_by_label``
     ({label: the same over the sequences of that label}) unless the model pools the last state.
     """
-    probabilities = call(model, track, "predict", data.ids, data.mask)
+    call = get_track(track).call
+    probabilities = call(model, "predict", data.ids, data.mask)
     predictions = probabilities.argmax(axis=1)
     measured = {"accuracy": float((predictions == data.labels).mean()), "predictions": predictions}
     if model.config.pooling != "last":
-        weights = call(model, track, "pooling_weights", data.ids, data.mask)  # (N, T)
+        weights = call(model, "pooling_weights", data.ids, data.mask)  # (N, T)
         measured["weights"] = weights
         shares = (weights * data.planted).sum(axis=1)  # (N,)
         measured["planted_share"] = float(shares.mean())
@@ -94,29 +85,30 @@ def train(track: str = "numpy", task: str = "majority", pooling: str = "attentio
     Returns a ``TaskRun`` whose summary holds ``test_accuracy``, ``planted_attention_share``
     (attention pooling), the parameter count and the training figures.
     """
-    defaults = DEFAULTS[track]
+    implementation = get_track(track)
+    defaults = track_settings(implementation, "classify", DEFAULTS)
     hidden_size = hidden_size or defaults["hidden_size"]
     train_data, validation, test = make_data(task, n_train, n_validation, n_test, seed, min_length, max_length)
     config = ClassifierConfig(len(train_data.vocab), embed_dim=embed_dim, hidden_size=hidden_size,
                               attention_size=attention_size, pooling=pooling, reset_after=defaults["reset_after"])
-    model = build_model(track, config, seed)
+    model = implementation.build_model("classifier", config, seed)
     rules = {name: value for name, value in stopping.items() if value is not None} or dict(STOPPING)
     train_config = TrainConfig(batch_size=batch_size or defaults["batch_size"], lr=lr or defaults["lr"],
                                eval_every=eval_every, seed=seed, **rules)
 
     def evaluate() -> float:
-        probabilities = call(model, track, "predict", validation.ids, validation.mask)
+        probabilities = implementation.call(model, "predict", validation.ids, validation.mask)
         return float((probabilities.argmax(axis=1) == validation.labels).mean())
 
     arrays = {"ids": train_data.ids, "mask": train_data.mask, "labels": train_data.labels}
-    result = fit(model, track, arrays, train_config, evaluate, progress=progress, log=log, device=device)
+    result = implementation.fit(model, arrays, train_config, evaluate, progress=progress, log=log, device=device)
     measured = measure(model, track, test)
     summary = {
         "test_accuracy": measured["accuracy"],
         "planted_attention_share": measured.get("planted_share") if pooling == "attention" else None,
         "validation_accuracy": result.test_exact_match,
         **result_summary(result),
-        "n_parameters": num_parameters(model, track),
+        "n_parameters": implementation.num_parameters(model),
         "track": track,
         "device": device,
         "model": pooling,
@@ -131,12 +123,13 @@ def train(track: str = "numpy", task: str = "majority", pooling: str = "attentio
 OPTIONS = TASK_OPTIONS
 
 
-def train_command(args) -> dict:
-    """``attention-course train --task classify|classify-order``: train, write ``history.json``, return the summary."""
-    check_task_command(args, OPTIONS, ("attention", "mean", "last"), "pools by attention, mean or last")
+def train_command(args, task) -> dict:
+    """``attention-course train --task classify|classify-keyword|classify-order``: train, write
+    ``history.json``, return the summary."""
+    check_task_command(args, task, OPTIONS, "pools by attention, mean or last")
 
     n_train = args.n_train or 3000
-    run = train(track=args.track, task=VARIANTS[args.task], pooling=args.model, seed=args.seed, n_train=n_train,
+    run = train(track=args.track, task=task.settings["variant"], pooling=args.model, seed=args.seed, n_train=n_train,
                 n_test=args.n_test or 1000, embed_dim=args.embed_dim, hidden_size=args.hidden_size, lr=args.lr,
                 batch_size=args.batch_size, eval_every=args.eval_every, device=args.device or "cpu",
                 progress=not args.no_progress, log=log_to_stderr,

@@ -1,9 +1,9 @@
-"""Tests for attention_course/applications/caption.py: each object word looks at its object."""
+"""Tests for attention_course/tasks/caption.py: each object word looks at its object."""
 
 import numpy as np
 import pytest
 
-from attention_course.applications import caption
+from attention_course.tasks import caption
 from attention_course.data.captions import generate_captions
 
 QUICK = dict(n_train=2000, n_validation=100, n_test=200, epochs=12)
