@@ -10,3 +10,5 @@ c.ServerApp.jpserver_extensions = {
     "nbgitpuller": True,    # the book's "launch in JupyterHub" links
     "jupyterlab_jupytext": True,   # the book's MyST Markdown pages open as notebooks
 }
+# A terminal's shell is not a login shell, which would reset PATH and lose the course's Python.
+c.ServerApp.terminado_settings = {"shell_command": ["/bin/bash"]}
