@@ -215,6 +215,11 @@ def run(args: argparse.Namespace) -> int:
         for line in refused:
             print(line)
         print(summary)
+        if args.command == "collect":
+            from .exchange import late_submissions
+
+            for line in late_submissions(course, args.assignment):
+                print(line)
         return 1 if refused else 0
     elif args.command == "autograde":
         from .grading import GradeOptions, autograde

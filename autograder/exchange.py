@@ -75,3 +75,43 @@ def return_feedback(course: Course, assignment: str, students: list[str] | None 
                 raise GradingError(f"{assignment}: {_failure_line(result)}")
     who = ", ".join(students) if students else f"{len(pages)} student(s)"
     return f"returned the feedback on {assignment} to {who} through {course.exchange}"
+
+
+def due_date(course: Course, assignment: str):
+    """The assignment's due date from the course's ``due.json`` (a course hub writes it from the
+    roster's ``due``), as a UTC datetime; None if it has none."""
+    import json
+
+    from nbgrader.utils import parse_utc
+
+    try:
+        dates = json.loads((course.root / "due.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return parse_utc(dates[assignment]) if assignment in dates else None
+
+
+def late_submissions(course: Course, assignment: str) -> list[str]:
+    """After a collect: the due date goes into nbgrader's gradebook (the formgrader shows each
+    submission's lateness, and nbgrader's late-submission policy applies to it), and one line per
+    student whose collected submission came after it."""
+    from nbgrader.utils import parse_utc
+
+    from .grading import open_gradebook
+
+    due = due_date(course, assignment)
+    if due is None:
+        return []
+    with open_gradebook(course) as gb:
+        gb.update_or_create_assignment(assignment, duedate=due)
+    lines = []
+    for student in course.submitted_students(assignment):
+        stamp_file = course.submitted_dir(student, assignment) / "timestamp.txt"
+        try:
+            when = parse_utc(stamp_file.read_text().strip())
+        except Exception:  # noqa: BLE001 - an unreadable timestamp was refused at import already
+            continue
+        if when > due:
+            lines.append(f"LATE {student}: submitted {when:%Y-%m-%d %H:%M} UTC, {str(when - due).split('.')[0]} "
+                         f"after the due date ({due:%Y-%m-%d %H:%M} UTC)")
+    return lines

@@ -657,6 +657,11 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
     if authenticator == "dummy" and not password:
         raise GradingError("the dummy authenticator needs a shared password (--password-file)")
     _check_tls(ip, ssl_cert, ssl_key, insecure_http)
+    hub_dir = Path(hub_dir).resolve()
+    private = [p for p in PRIVATE_PER_SERVER if hub_dir == Path(p) or Path(p) in hub_dir.parents]
+    if private:
+        raise GradingError(f"--dir {hub_dir}: every user's server has a private {private[0]}, where the hub's "
+                           f"exchange would be out of its reach: use another folder (the default is {DEFAULT_DIR})")
     if not PROXY.exists():
         raise GradingError(f"configurable-http-proxy is missing ({PROXY}): run "
                            "`npm ci --prefix tools/hub-assets` (make setup does)")
@@ -676,10 +681,6 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
     options = read_options(roster_path)
     hub_dir = Path(hub_dir).resolve()
     state_path = hub_dir / "state.json"
-    private = [p for p in PRIVATE_PER_SERVER if hub_dir == Path(p) or Path(p) in hub_dir.parents]
-    if private:
-        raise GradingError(f"--dir {hub_dir}: every user's server has a private {private[0]}, where the hub's "
-                           f"exchange would be out of its reach: use another folder (the default is {DEFAULT_DIR})")
     if (hub_dir / "jupyterhub.pid").exists() and _alive(_read_pid(hub_dir / "jupyterhub.pid")):
         raise GradingError(f"a hub is already running from {hub_dir} (hub stop --dir {hub_dir})")
     hub_dir.mkdir(parents=True, exist_ok=True)
@@ -689,7 +690,6 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         os.chmod(hub_dir / name, 0o755 if name == "homes" else 0o700)
 
     _setup_people(roster, hub_dir, state_path, create_users)
-    mount_homes(roster, hub_dir, options["limits"])
     exchange = hub_dir / "exchange"
     exchange.mkdir(exist_ok=True)
     os.chown(exchange, 0, 0)
@@ -711,6 +711,7 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
     python_path = _autograder_copy(hub_dir)
     environment, library_path = users_environment(hub_dir)
     scan_as_students(roster, hub_dir, environment, library_path, Path(source))
+    mount_homes(roster, hub_dir, options["limits"])
     admin_token = hub_dir / "admin-token"
     if not admin_token.exists():
         _write(admin_token, secrets.token_hex(32), 0o600)
