@@ -53,21 +53,22 @@ def test_unreadable_or_malformed_rosters(tmp_path):
 
 def test_start_refuses_before_touching_the_machine(tmp_path, monkeypatch):
     good = roster(tmp_path, {"nlp101": {"instructors": ["ada"]}})
+    nowhere = Path("/var/tmp") / f"attention-hub-never-{tmp_path.name}"   # not /tmp: the servers' /tmp is private
     monkeypatch.setattr(hub.os, "geteuid", lambda: 1000)
     with pytest.raises(GradingError, match="as root"):
-        hub.start(good, tmp_path / "hub")
+        hub.start(good, nowhere)
     monkeypatch.setattr(hub.os, "geteuid", lambda: 0)
     with pytest.raises(GradingError, match="needs a shared password"):
-        hub.start(good, tmp_path / "hub", authenticator="dummy")
+        hub.start(good, nowhere, authenticator="dummy")
     # solutions that every user of the machine can read would be the students' too
     public = Path(tempfile.mkdtemp(prefix="attention-public-", dir="/tmp"))
     try:
         public.chmod(0o755)
         with pytest.raises(GradingError, match="can be read by every user"):
-            hub.start(good, tmp_path / "hub", source=public)
+            hub.start(good, nowhere, source=public)
     finally:
         shutil.rmtree(public)
-    assert not (tmp_path / "hub").exists()
+    assert not (nowhere).exists()
 
 
 def test_processes_of_a_hub_are_found_by_its_address_only():
@@ -173,19 +174,20 @@ def test_a_due_date_must_be_a_date(tmp_path):
 
 def test_start_refuses_plain_http_beyond_the_loopback(tmp_path, monkeypatch):
     good = roster(tmp_path, {"nlp101": {"instructors": ["ada"]}})
+    nowhere = Path("/var/tmp") / f"attention-hub-never-{tmp_path.name}"
     monkeypatch.setattr(hub.os, "geteuid", lambda: 0)
     with pytest.raises(GradingError, match="plain HTTP"):
-        hub.start(good, tmp_path / "hub", ip="0.0.0.0")
+        hub.start(good, nowhere, ip="0.0.0.0")
     with pytest.raises(GradingError, match="both --ssl-cert and --ssl-key"):
-        hub.start(good, tmp_path / "hub", ssl_cert=tmp_path / "c.pem")
+        hub.start(good, nowhere, ssl_cert=tmp_path / "c.pem")
     (tmp_path / "k.pem").write_text("key")
     (tmp_path / "c.pem").write_text("cert")
     (tmp_path / "k.pem").chmod(0o644)
     with pytest.raises(GradingError, match="chmod 600"):
-        hub.start(good, tmp_path / "hub", ssl_cert=tmp_path / "c.pem", ssl_key=tmp_path / "k.pem")
+        hub.start(good, nowhere, ssl_cert=tmp_path / "c.pem", ssl_key=tmp_path / "k.pem")
     with pytest.raises(GradingError, match="private /tmp"):
         hub.start(good, Path("/tmp/somewhere"))
-    assert not (tmp_path / "hub").exists()
+    assert not (nowhere).exists()
 
 
 def test_the_kubernetes_values_match_the_one_machine_hub(tmp_path):
