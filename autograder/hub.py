@@ -693,7 +693,9 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
     exchange = hub_dir / "exchange"
     exchange.mkdir(exist_ok=True)
     os.chown(exchange, 0, 0)
-    os.chmod(exchange, 0o755)   # the course folders in it are made here, as root; nbgrader needs no more
+    # nbgrader insists on 777 here; the sticky bit keeps anyone from removing or renaming what
+    # others made (each course's folder, made below, belongs to its grader).
+    os.chmod(exchange, 0o1777)
     courses = {}
     (hub_dir / "courses").mkdir(exist_ok=True)
     os.chmod(hub_dir / "courses", 0o755)

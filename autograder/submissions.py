@@ -109,10 +109,12 @@ def _open(name: str | Path, flags: int, where: str, dir_fd: int | None = None) -
     try:
         return os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise GradingError(f"symbolic link not allowed: {where}") from None
-        if exc.errno == errno.ENOTDIR:
-            raise GradingError(f"not a folder: {where}") from None
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            try:
+                link = stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            except OSError:
+                link = exc.errno == errno.ELOOP
+            raise GradingError(f"{'symbolic link not allowed' if link else 'not a folder'}: {where}") from None
         raise GradingError(f"cannot open {where}: {exc.strerror}") from None
 
 

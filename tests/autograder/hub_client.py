@@ -27,12 +27,10 @@ class HubUser:
     def __init__(self, hub_url: str, name: str, password: str, ca: str | None = None) -> None:
         self.hub_url = hub_url.rstrip("/")
         self.name = name
-        self.session = requests.Session()   # the browser: cookies, redirects
-        self.session.verify = ca if ca else True
+        self.session = session(ca)   # the browser: cookies, redirects
         self.login(password)
         self.token = self._new_token()
-        self.api = requests.Session()       # a script with the user's token
-        self.api.verify = self.session.verify
+        self.api = session(ca)       # a script with the user's token
         self.api.headers["Authorization"] = f"token {self.token}"
 
     # -- the hub ---------------------------------------------------------------------------------
@@ -116,6 +114,15 @@ class HubUser:
         if not self.server_running():
             self.start_server()
         return Kernel(self.api, self.server_url)
+
+
+def session(ca: str | None = None) -> requests.Session:
+    """A requests session that trusts ``ca`` (and only it) when given. Not the environment's
+    settings: requests lets REQUESTS_CA_BUNDLE override a session's own ``verify``."""
+    made = requests.Session()
+    if ca:
+        made.verify, made.trust_env = ca, False
+    return made
 
 
 def try_login(session: requests.Session, hub_url: str, name: str, password: str) -> bool:

@@ -197,13 +197,24 @@ def test_the_kubernetes_values_match_the_one_machine_hub(tmp_path):
     config = hub_config(tmp_path, {"nlp101": {"instructors": ["ada"], "students": ["bo", "cy"]}})
     assert values["hub"]["config"]["Spawner"]["server_token_scopes"] == config.Spawner.server_token_scopes
     role = values["hub"]["loadRoles"]["instructors-nlp101"]
-    assert (role["groups"], role["scopes"]) == ([r for r in config.JupyterHub.load_roles
-                                                 if r["name"] == "instructors-nlp101"][0]["groups"],
-                                                ["access:services!service=nlp101"])
+    one_machine = next(r for r in config.JupyterHub.load_roles if r["name"] == "instructors-nlp101")
+    assert (role["groups"], role["scopes"]) == (one_machine["groups"], one_machine["scopes"])
     assert "JupyterHubAuthPlugin" in values["singleuser"]["extraFiles"]["nbgrader"]["stringData"]
-    # the image holds what students may see: never the solutions, the tests or the whole repository
-    copied = set()
+    # the same hardening: limits, a home of its own size, the culler, HTTPS, the student tools only
+    assert values["cull"]["enabled"] and values["singleuser"]["storage"]["capacity"]
+    assert values["singleuser"]["memory"]["limit"] and values["singleuser"]["cpu"]["limit"]
+    assert values["proxy"]["https"]["enabled"] and values["singleuser"]["allowPrivilegeEscalation"] is False
+    disabled = values["singleuser"]["extraFiles"]["labconfig"]["data"]["disabledExtensions"]
+    hub._etc(tmp_path)   # the one-machine hub's students' JupyterLab settings
+    student = json.loads((tmp_path / "etc" / "student" / "labconfig" / "page_config.json").read_text())
+    assert disabled == student["disabledExtensions"] and "@jupyter/nbgrader:formgrader" in disabled
+    # the image holds what students may see: the package from its wheel, built from what it is
+    # made of; never the solutions, the tests or the whole repository
+    copied, installs = set(), []
     for line in (hub.HERE / "z2jh" / "Dockerfile").read_text().splitlines():
-        if line.startswith(("COPY", "ADD")):
+        if line.startswith(("COPY", "ADD")) and "--from=" not in line:
             copied |= {word for word in line.split()[1:-1] if not word.startswith("--")}
+        installs += [line] if "pip install" in line else []
     assert copied == {"pyproject.toml", "README.md", "attention_course", "autograder"}
+    assert any("attention_course-*.whl" in line for line in installs)
+    assert "PYTHONPATH=/opt/course" not in (hub.HERE / "z2jh" / "Dockerfile").read_text()
