@@ -486,9 +486,13 @@ def scan_as_students(roster: dict, hub_dir: Path, environment: Path, library_pat
     included), the hub's folder and the places shared by everyone."""
     secrets_ = leakscan.course_secrets(source, package_folder())
     roots = [REPO_ROOT, hub_dir, *map(Path, SHARED_PLACES)]
-    private = {hub_dir / "courses", hub_dir / "images", hub_dir / "homes", hub_dir / "python", hub_dir / "wheels",
-               Path(source).resolve(), REPO_ROOT / ".venv"}
-    files, git_dirs = _git_dirs_and_files(roots, private)
+    # Not scanned: what students cannot reach anyway (the course directories, homes, images), the
+    # third-party packages, and the course package and the autograder's code, in which no secret
+    # line can be (course_secrets leaves out every line the package has).
+    skip = {hub_dir / "courses", hub_dir / "images", hub_dir / "homes", hub_dir / "python", hub_dir / "wheels",
+            hub_dir / "env", hub_dir / "lib", Path(source).resolve(), REPO_ROOT / ".venv",
+            REPO_ROOT / "attention_course", REPO_ROOT / "autograder"}
+    files, git_dirs = _git_dirs_and_files(roots, skip)
     request = json.dumps({"paths": files, "git_dirs": git_dirs,
                           "secrets": [vars(s) for s in secrets_]})
     scanned = set()

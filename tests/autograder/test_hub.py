@@ -178,14 +178,30 @@ def login(hub, key: str) -> HubUser:
 
 @pytest.fixture(scope="module")
 def users(hub):
-    """Everyone logged in through the hub's login form, students with a server started by the hub's API."""
+    """Everyone logged in through the hub's login form, students with a server started by the hub's
+    API. The students but fy keep their JupyterLab open, as it were: their servers hear from them
+    every few seconds, so the hub's short idle timeout (IDLE_TIMEOUT) stops only fy's."""
     people = {}
     for key in ("ada", "bo", "cy", "di", "ed", "fy"):
         person = login(hub, key)
         if key not in ("ada", "di"):
             person.start_server()
         people[key] = person
-    return people
+    done = threading.Event()
+
+    def keep_alive() -> None:
+        while not done.wait(5):
+            for key in ("bo", "cy", "ed"):
+                try:
+                    people[key].api.get(f"{people[key].server_url}/api/status", timeout=10)
+                except requests.RequestException:
+                    pass
+
+    thread = threading.Thread(target=keep_alive, daemon=True)
+    thread.start()
+    yield people
+    done.set()
+    thread.join()
 
 
 def instructor_runs(users, hub, course_key: str, *commands: list[str], ok=(0,)) -> str:
@@ -372,7 +388,9 @@ def test_s3_a_submission_is_its_students_alone(hub, users):
                   "attempt('delete', lambda: os.rmdir(folder))\n"
                   "attempt('unlink', lambda: os.unlink(file))\n")
     assert words == [f"REFUSED:{w}" for w in ("list", "read", "write", "add", "rename", "delete", "unlink")]
-    assert oct(folder.stat().st_mode & 0o7777) == "0o2750" and oct(file.stat().st_mode & 0o777) == "0o640"
+    assert oct(folder.stat().st_mode & 0o7777) == "0o750" and oct(file.stat().st_mode & 0o777) == "0o640"
+    grader_group = pwd.getpwnam(f"grader-{hub['a']}").pw_gid
+    assert {p.stat().st_gid for p in (folder, *folder.iterdir())} == {grader_group}
     # the inbound folder itself cannot be listed, and its submissions are the grader's group's only
     assert probe(users["cy"], ATTEMPT + f"import os\nattempt('list', lambda: os.listdir({str(inbound)!r}))\n") == \
         ["REFUSED:list"]
