@@ -8,7 +8,7 @@ service). This extension, loaded beside the formgrader:
   handler, no iframe or form survives in a markdown cell or an output);
 - serves those views with a Content-Security-Policy that lets only the formgrader's own scripts
   run (a fresh nonce per page, given to the template's ``<script>`` tags only, which all come
-  before the notebook's ``<body>``; the two inline handlers of its template by hash);
+  before the notebook's part of the page; the two inline handlers of its template by hash);
 - routes the formgrader's buttons that would bypass the course's safe path to the course's own
   commands (``python -m autograder ...``): Generate and Release (``release``, ``publish``),
   Collect (``collect``: a submission counts only for the account that made it), Autograde
@@ -54,11 +54,19 @@ def strict_policy(nonce: str) -> str:
     ])
 
 
+# Where the formgrade template puts the notebook: everything before it is the template's own.
+_NOTEBOOK_START = re.compile(rb'<div\b[^>]*\bid="notebook"')
+
+
 def add_nonce(html: bytes, nonce: str) -> bytes:
-    """The nonce on each ``<script`` tag before the page's ``<body``: the template's, never the notebook's."""
-    body = re.search(rb"<body\b", html, re.IGNORECASE)
-    head, rest = (html[:body.start()], html[body.start():]) if body else (html, b"")
-    return _SCRIPT_TAG.sub(b'<script nonce="' + nonce.encode() + b'"', head) + rest
+    """The nonce on each ``<script`` tag before the notebook's part of the page: the template's
+    (in its head, and its navigation bar's tooltips), never the notebook's. A page without that
+    part (the formgrader's "not found") gets no nonce at all."""
+    start = _NOTEBOOK_START.search(html)
+    if start is None:
+        return html
+    template, rest = html[:start.start()], html[start.start():]
+    return _SCRIPT_TAG.sub(b'<script nonce="' + nonce.encode() + b'"', template) + rest
 
 
 def route(command: list[str]) -> dict:
