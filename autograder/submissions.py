@@ -285,13 +285,17 @@ def _canonical_time(stamp: str) -> tuple[dt.datetime, str]:
 def _submission_entry(inbound_fd: int, name: str, where: str, student: str) -> tuple[os.stat_result, str]:
     """Check one ``<student>+<assignment>+<timestamp>`` folder: a real folder, made by that student
     (or the importer); returns its stat and the time it was submitted, canonical."""
+    # On a shared exchange every student may write into inbound/: only the folder's owner (the
+    # account that submitted) can be the student it names. Asked first of the name itself, so that
+    # a folder its maker kept private is named for what it is; then of what is opened.
+    try:
+        named = os.stat(name, dir_fd=inbound_fd, follow_symlinks=False)
+    except OSError as exc:
+        raise GradingError(f"cannot open {where}: {exc.strerror}") from None
+    _check_submitter(named, where, student)
     fd, info = _open_dir(name, where, inbound_fd)
     try:
-        owner = _submitter(info)
-        if owner is not None and owner != student:
-            # On a shared exchange every student may write into inbound/: only the folder's owner
-            # (the account that submitted) can be the student it names.
-            raise GradingError(f"{where} was submitted by {owner!r}, not {student!r}")
+        _check_submitter(info, where, student)
         stamp = name.split("+")[2]
         if _kind_or_none(fd, "timestamp.txt") is not None:
             stamp = _read_at(fd, "timestamp.txt", f"{where}/timestamp.txt", _owner_uid(info), 1000).decode(
@@ -302,6 +306,12 @@ def _submission_entry(inbound_fd: int, name: str, where: str, student: str) -> t
             raise GradingError(f"bad timestamp {stamp!r} in {where}") from None
     finally:
         os.close(fd)
+
+
+def _check_submitter(info: os.stat_result, where: str, student: str) -> None:
+    owner = _submitter(info) if stat.S_ISDIR(info.st_mode) else None
+    if owner is not None and owner != student:
+        raise GradingError(f"{where} was submitted by {owner!r}, not {student!r}")
 
 
 def _kind_or_none(dir_fd: int, name: str) -> str | None:
