@@ -378,7 +378,9 @@ def test_s4_s7_the_formgraders_buttons_run_the_courses_own_commands(hub, users):
 def test_s3_a_submission_is_its_students_alone(hub, users):
     names, inbound = hub["names"], hub["dir"] / "exchange" / hub["a"] / "inbound"
     # cy knows the name of bo's submission folder (as if from a log) and tries everything on it
-    folder = next(p for p in inbound.iterdir() if p.name.startswith(f"{names['bo']}+{ASSIGNMENT}+"))
+    bo_uid = pwd.getpwnam(names["bo"]).pw_uid   # bo's own, not the one cy forged under bo's name
+    folder = next(p for p in inbound.iterdir() if p.name.startswith(f"{names['bo']}+{ASSIGNMENT}+")
+                  and p.stat().st_uid == bo_uid)
     file = folder / f"{ASSIGNMENT}.ipynb"
     words = probe(users["cy"], ATTEMPT + f"import os\nfolder, file = {str(folder)!r}, {str(file)!r}\n"
                   "attempt('list', lambda: os.listdir(folder))\n"
