@@ -712,18 +712,19 @@ def test_hub_start_refuses_a_checkout_whose_secrets_every_user_can_read(hub, tmp
     (tmp_path / "password").write_text("secret")
     source = hub["private"] / "source"   # private, so that only the checkout is at fault
     path = REPO / private
+    nowhere = Path("/var/tmp") / f"attention-hub-never-{tmp_path.name}"   # not /tmp: the servers' /tmp is private
     mode = path.stat().st_mode
     os.chmod(path, (mode & 0o7777) | 0o004)
     try:
         done = subprocess.run([sys.executable, "-m", "autograder", "hub", "start", str(roster), "--dir",
-                               str(tmp_path / "h"), "--authenticator", "dummy", "--password-file",
+                               str(nowhere), "--authenticator", "dummy", "--password-file",
                                str(tmp_path / "password"), "--source", str(source)],
                               cwd=REPO, capture_output=True, text=True, timeout=60)
     finally:
         os.chmod(path, mode & 0o7777)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"{path} can be read by every user" in done.stderr and f"chmod o-rwx {path}" in done.stderr
-    assert not (tmp_path / "h").exists()   # refused before it set anything up
+    assert not nowhere.exists()   # refused before it set anything up
 
 
 def test_hub_start_refuses_a_stray_copy_of_a_solution(hub):
