@@ -689,6 +689,9 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         raise GradingError(f"a hub is already running from {hub_dir} (hub stop --dir {hub_dir})")
     hub_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(hub_dir, 0o755)
+    if not _reachable_by_all(hub_dir):
+        raise GradingError(f"the hub's folder {hub_dir} must be reachable by its users (their environment and the "
+                           "exchange are in it): give the folders above it search permission (chmod o+x)")
     for name in ("homes", "images", "logs", "ssl"):
         (hub_dir / name).mkdir(exist_ok=True)
         os.chmod(hub_dir / name, 0o755 if name == "homes" else 0o700)

@@ -737,6 +737,7 @@ def test_hub_start_refuses_a_stray_copy_of_a_solution(hub):
     roster.write_text(json.dumps({"courses": {f"c{names['bo'][2:]}": {"instructors": [names["ada"]],
                                                                       "students": [names["bo"]]}}}))
     try:
+        os.chmod(other, 0o755)
         os.chmod(stray, 0o755)
         shutil.copy(hub["private"] / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", stray / "week3.ipynb")
         os.chmod(stray / "week3.ipynb", 0o644)
