@@ -119,12 +119,14 @@ class Student(threading.Thread):
                 raise RuntimeError(f"spawn: {answer.status_code} {answer.text[:200]}")
             deadline = time.monotonic() + self.timeout
             while True:
-                server = (api.get(f"{self.url}/hub/api/users/{self.name}", timeout=self.timeout).json()
-                          .get("servers") or {}).get("")
+                model = api.get(f"{self.url}/hub/api/users/{self.name}", timeout=self.timeout).json()
+                server = (model.get("servers") or {}).get("")
                 if server and server.get("ready"):
                     break
-                if time.monotonic() > deadline or not server:
-                    raise RuntimeError("the server did not start" if server is None else "spawn timed out")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"spawn timed out: {model.get('pending')!r} {server!r}")
+                if not server and not model.get("pending"):
+                    raise RuntimeError(f"the server did not start (the hub's log says why): {model!r}"[:300])
                 time.sleep(0.5)
             lap("spawn")
             base = f"{self.url}/user/{self.name}"
@@ -263,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         subprocess.run([sys.executable, "-m", "autograder", "hub", "stop", "--dir", str(hub_dir), "--remove-users"],
                        cwd=REPO, capture_output=True)
+        log = hub_dir / "logs" / "jupyterhub.log"
+        if log.exists():
+            shutil.copy(log, "/var/tmp/hub_load-last.log")
+            print("the hub's log: /var/tmp/hub_load-last.log")
         for name in names + [f"ld{tag}teacher"]:
             try:
                 pwd.getpwnam(name)

@@ -73,8 +73,8 @@ c.Authenticator.manage_groups = False   # the groups come from the roster (load_
 c.JupyterHub.spawner_class = "autograder.jupyterhub.spawner.CourseSpawner"
 c.CourseSpawner.state_path = state_path
 c.Spawner.default_url = "/lab"
-c.Spawner.start_timeout = 120
-c.Spawner.http_timeout = 120
+c.Spawner.start_timeout = 300   # a class logging in at once on a small machine: slow, not failed
+c.Spawner.http_timeout = 300
 c.Spawner.environment = {
     "PATH": path,
     "JUPYTER_CONFIG_PATH": str(hub_dir / "etc" / "student"),   # nbgrader's student side only
