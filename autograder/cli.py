@@ -12,8 +12,10 @@
     leakscan  PATH ... [--assignment A ...]    solution or hidden-test lines in any files (exit 1 if found)
     sandbox   [ASSIGNMENT]                     what the grading sandbox offers: every attention_course module
                                                it can import (for ASSIGNMENT: what its read-only cells import)
-    hub start ROSTER [--dir D] [--port P] [--create-users]   a course hub (JupyterHub) on this machine, as root
-    hub stop  [--dir D] [--remove-users]
+    hub start ROSTER [--dir D] [--port P] [--create-users] [--ssl-cert C --ssl-key K]   a course hub, as root
+    hub update ROSTER [--dir D]                people added or removed while the hub runs
+    hub stop  [--dir D] [--remove-users]       never deletes course data
+    hub backup DIR [--dir D] | hub restore DIR [--dir D]
 
 Global options (before the command): ``--course-dir DIR`` (default: grading/ at the repository
 root, outside git), ``--source DIR`` (default: solutions/), ``--course-id ID`` and ``--exchange DIR``
@@ -122,9 +124,27 @@ def build_parser() -> argparse.ArgumentParser:
     hub_start.add_argument("--create-users", action="store_true", help="make the roster's missing Unix users")
     hub_start.add_argument("--source", dest="hub_source", type=Path, default=None,
                            help="the source notebooks, readable by root only (default: solutions/)")
-    hub_stop = hub_commands.add_parser("stop", help="stop the hub, its proxy, services and user servers")
+    hub_start.add_argument("--ssl-cert", type=Path, help="the hub's TLS certificate (PEM): serve HTTPS")
+    hub_start.add_argument("--ssl-key", type=Path, help="its private key (PEM, readable by root only)")
+    hub_start.add_argument("--insecure-http", action="store_true",
+                           help="serve plain HTTP beyond the loopback (only behind a TLS proxy)")
+    hub_update = hub_commands.add_parser("update", help="apply a changed roster to the running hub (people, limits, "
+                                         "due dates), stopping no one else's server")
+    hub_update.add_argument("roster", type=Path)
+    hub_update.add_argument("--dir", type=Path, default=None, help="the hub's folder (default: /srv/attention-hub)")
+    hub_update.add_argument("--create-users", action="store_true", help="make the roster's missing Unix users")
+    hub_stop = hub_commands.add_parser("stop", help="stop the hub, its proxy, services and user servers "
+                                       "(course data is never deleted)")
     hub_stop.add_argument("--dir", type=Path, default=None, help="the hub's folder (default: /srv/attention-hub)")
-    hub_stop.add_argument("--remove-users", action="store_true", help="remove the users `start --create-users` made")
+    hub_stop.add_argument("--remove-users", action="store_true",
+                          help="remove the accounts `start --create-users` made (their files stay)")
+    hub_backup = hub_commands.add_parser("backup", help="copy the course directories, exchange and homes into DIR")
+    hub_backup.add_argument("target", type=Path, metavar="DIR", help="a new folder for the backup")
+    hub_backup.add_argument("--dir", type=Path, default=None, help="the hub's folder (default: /srv/attention-hub)")
+    hub_restore = hub_commands.add_parser("restore", help="put a backup back into a stopped hub's folder "
+                                          "(what it replaces is moved aside, not deleted)")
+    hub_restore.add_argument("source_dir", type=Path, metavar="DIR", help="a folder made by `hub backup`")
+    hub_restore.add_argument("--dir", type=Path, default=None, help="the hub's folder (default: /srv/attention-hub)")
 
     box = commands.add_parser("sandbox", help="list what the grading sandbox can import of the course package")
     box.add_argument("assignment", nargs="?", help="an assignment in the source folder (default: none: the minimum)")
@@ -149,13 +169,22 @@ def run_hub(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise GradingError(f"cannot read --password-file {args.password_file}: {exc.strerror}") from None
         state = hub.start(args.roster, folder, port=args.port, ip=args.ip, authenticator=args.authenticator,
-                          password=password, create_users=args.create_users,
+                          password=password, create_users=args.create_users, ssl_cert=args.ssl_cert,
+                          ssl_key=args.ssl_key, insecure_http=args.insecure_http,
                           **({"source": args.hub_source} if args.hub_source else {}))
-        print(f"the course hub is up at http://{state['ip']}:{state['port']}/ "
-              f"(courses: {', '.join(state['courses'])}; logs in {folder}/logs)")
+        print(f"the course hub is up at {state['url']}/ (courses: {', '.join(state['courses'])}; "
+              f"logs in {folder}/logs)")
+        return 0
+    if args.hub_command == "update":
+        lines = hub.update(args.roster, folder, create_users=args.create_users)
+    elif args.hub_command == "backup":
+        lines = [hub.backup(folder, args.target)]
+    elif args.hub_command == "restore":
+        lines = [hub.restore(args.source_dir, folder)]
     else:
-        for line in hub.stop(folder, remove_users=args.remove_users) or ["no hub was running"]:
-            print(line)
+        lines = hub.stop(folder, remove_users=args.remove_users) or ["no hub was running"]
+    for line in lines:
+        print(line)
     return 0
 
 
@@ -226,6 +255,11 @@ def run(args: argparse.Namespace) -> int:
         for line in refused:
             print(line)
         print(summary)
+        if args.command == "collect":
+            from .exchange import late_submissions
+
+            for line in late_submissions(course, args.assignment):
+                print(line)
         return 1 if refused else 0
     elif args.command == "autograde":
         from .grading import GradeOptions, autograde

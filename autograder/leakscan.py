@@ -212,3 +212,73 @@ def scan(paths: list[Path], secrets: list[Secret], kinds: tuple[str, ...] = ("so
                 if secret.line in blob:
                     leaks.append(Leak(where, secret))
     return leaks
+
+
+# --- what an account can read (``hub start`` runs this as a student) --------------------------------
+
+MARKERS = tuple(begin for begin, _ in _MARKERS.values())   # a source notebook, or a copy of one
+
+
+def scan_readable(paths: list[str], git_dirs: list[str], secrets: list[Secret]) -> list[dict]:
+    """Leaks in the files of ``paths`` that this process can open, and in every object of the git
+    repositories ``git_dirs`` it can read; unreadable ones are skipped (that is the point).
+
+    Besides the secret lines, nbgrader's ``BEGIN SOLUTION`` / ``BEGIN HIDDEN TESTS`` markers in a
+    notebook count: a copy of a source notebook is a leak even where its lines are not distinctive
+    (elsewhere the markers are only words: the course's own pages name them)."""
+    import subprocess
+
+    found = []
+
+    def check(where: str, data: bytes) -> None:
+        text = text_of(where, data)
+        blob = "\n".join(normalize(line) for line in text.splitlines())
+        hit = next((s for s in secrets if s.line in blob), None)
+        if hit is not None:
+            found.append({"where": where, "kind": hit.kind, "origin": hit.origin})
+        elif where.lower().endswith(".ipynb") and any(marker in text for marker in MARKERS):
+            found.append({"where": where, "kind": "source notebook", "origin": "an nbgrader BEGIN marker"})
+
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            continue
+        if len(data) > MAX_FILE_BYTES:
+            continue
+        if Path(path).suffix.lower() in (".whl", ".zip"):
+            try:
+                import io
+
+                with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                    for member in archive.infolist():
+                        if not member.is_dir() and member.file_size <= MAX_FILE_BYTES:
+                            check(f"{path}!{member.filename}", archive.read(member))
+                continue
+            except zipfile.BadZipFile:
+                pass
+        check(path, data)
+    for git_dir in git_dirs:
+        try:
+            done = subprocess.run(["git", "-c", "safe.directory=*", f"--git-dir={git_dir}", "cat-file",
+                                   "--batch-all-objects", "--batch"], capture_output=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0 and done.stdout:
+            check(f"{git_dir} (git objects)", done.stdout)
+    return found
+
+
+def main() -> int:
+    """``python -m autograder.leakscan`` < JSON {paths, git_dirs, secrets}: JSON leaks on stdout."""
+    import sys
+
+    request = json.loads(sys.stdin.read())
+    secrets = [Secret(**s) for s in request["secrets"]]
+    json.dump(scan_readable(request["paths"], request["git_dirs"], secrets), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

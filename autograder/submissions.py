@@ -17,6 +17,7 @@ identical re-import changes nothing.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
 import pwd
 import shutil
@@ -97,42 +98,114 @@ def _place(found: dict[str, Incoming], where: str, parts: tuple[str, ...], data:
     incoming.notebooks[notebook] = data
 
 
-def _read_file(path: Path) -> bytes:
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-        raise GradingError(f"{path} is larger than {MAX_NOTEBOOK_BYTES // (1024 * 1024)} MiB")
-    return path.read_bytes()
+# Folders and files are opened once, without following links (O_NOFOLLOW), and checked and read
+# through that descriptor (fstat, then read): a folder or file swapped for a link, or for another
+# one, between the check and the read is never what gets read.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC   # NONBLOCK: a FIFO does not hang us
 
 
-def _check_entry(path: Path) -> None:
-    if path.is_symlink():
-        raise GradingError(f"symbolic link not allowed: {path}")
-    if not path.is_dir() and not path.is_file():
-        raise GradingError(f"not a regular file: {path}")
+def _open(name: str | Path, flags: int, where: str, dir_fd: int | None = None) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            try:
+                link = stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            except OSError:
+                link = exc.errno == errno.ELOOP
+            raise GradingError(f"{'symbolic link not allowed' if link else 'not a folder'}: {where}") from None
+        raise GradingError(f"cannot open {where}: {exc.strerror}") from None
+
+
+def _open_dir(name: str | Path, where: str, dir_fd: int | None = None) -> tuple[int, os.stat_result]:
+    fd = _open(name, _DIR_FLAGS, where, dir_fd)
+    info = os.fstat(fd)
+    if not stat.S_ISDIR(info.st_mode):
+        os.close(fd)
+        raise GradingError(f"not a folder: {where}")
+    return fd, info
+
+
+def _kind(dir_fd: int, name: str) -> str:
+    """"dir", "file", "link" or "other", without following a link."""
+    mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    return ("dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else
+            "link" if stat.S_ISLNK(mode) else "other")
+
+
+def _read_at(dir_fd: int, name: str, where: str, owner: int | None = None, limit: int = MAX_NOTEBOOK_BYTES) -> bytes:
+    """The bytes of the regular file ``name`` in ``dir_fd``: not a link, not hard-linked from
+    elsewhere, owned by ``owner`` (a uid) if given, at most ``limit`` bytes."""
+    fd = _open(name, _FILE_FLAGS, where, dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise GradingError(f"not a regular file: {where}")
+        if info.st_nlink != 1:
+            raise GradingError(f"a file with other names (a hard link) is not allowed: {where}")
+        if owner is not None and info.st_uid != owner:
+            raise GradingError(f"{where} belongs to {_user_name(info.st_uid)!r}, not to the account that submitted")
+        if info.st_size > limit:
+            raise GradingError(f"{where} is larger than {limit // (1024 * 1024) or limit} "
+                               f"{'MiB' if limit >= 1024 * 1024 else 'bytes'}")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise GradingError(f"{where} is larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def read_folder(path: Path, notebooks: list[str]) -> Found:
     found = Found()
-    for entry in sorted(path.iterdir()):
-        if entry.name in _IGNORED:
-            continue
-        try:
-            _check_entry(entry)
-            if not entry.is_dir():
-                _place(found, str(entry), (entry.name,), _read_file(entry), notebooks)
+    top, _ = _open_dir(path, str(path))
+    try:
+        for name in sorted(os.listdir(top)):
+            if name in _IGNORED:
                 continue
-        except GradingError as error:
-            found.refuse(error)
-            continue
-        for inner in sorted(entry.iterdir()):
-            if inner.name in _IGNORED:
-                continue
+            where = str(path / name)
             try:
-                _check_entry(inner)
-                if inner.is_dir():
-                    raise GradingError(f"{inner} is nested too deep (expected <student>/<notebook>.ipynb)")
-                _place(found, str(inner), (entry.name, inner.name), _read_file(inner), notebooks)
+                kind = _kind(top, name)
+                if kind == "file":
+                    _place(found, where, (name,), _read_at(top, name, where), notebooks)
+                    continue
+                if kind != "dir":
+                    raise GradingError(f"{'symbolic link not allowed' if kind == 'link' else 'not a regular file'}: "
+                                       f"{where}")
+                inner_fd, _ = _open_dir(name, where, top)
             except GradingError as error:
                 found.refuse(error)
+                continue
+            try:
+                for inner in sorted(os.listdir(inner_fd)):
+                    if inner in _IGNORED:
+                        continue
+                    inner_where = f"{where}/{inner}"
+                    try:
+                        if _kind(inner_fd, inner) == "dir":
+                            raise GradingError(f"{inner_where} is nested too deep "
+                                               "(expected <student>/<notebook>.ipynb)")
+                        _place(found, inner_where, (name, inner), _read_at(inner_fd, inner, inner_where), notebooks)
+                    except GradingError as error:
+                        found.refuse(error)
+            finally:
+                os.close(inner_fd)
+    finally:
+        os.close(top)
     return found
 
 
@@ -196,62 +269,118 @@ def _inbound_dir(path: Path, course_id: str) -> Path:
                        f"(expected {path}/{course_id}/inbound/<student>+<assignment>+<timestamp>)")
 
 
-def _owner(path: Path) -> str | None:
-    """The user name owning ``path`` when that is someone else than the importer (else None: a
-    folder the instructor copied carries no sign of who submitted it)."""
-    uid = path.lstat().st_uid
-    if uid == os.getuid():
-        return None
+def _submitter(info: os.stat_result) -> str | None:
+    """The user name owning a submission folder when that is someone else than the importer (else
+    None: a folder the instructor copied carries no sign of who submitted it)."""
+    return None if info.st_uid == os.getuid() else _user_name(info.st_uid)
+
+
+def _canonical_time(stamp: str) -> tuple[dt.datetime, str]:
+    """The time a submission names, and that time written the one way nbgrader writes it (what
+    the student wrote is never stored or shown as it came)."""
+    when = parse_utc(stamp)
+    return when, when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+def _submission_entry(inbound_fd: int, name: str, where: str, student: str) -> tuple[os.stat_result, str]:
+    """Check one ``<student>+<assignment>+<timestamp>`` folder: a real folder, made by that student
+    (or the importer); returns its stat and the time it was submitted, canonical."""
+    # On a shared exchange every student may write into inbound/: only the folder's owner (the
+    # account that submitted) can be the student it names. Asked first of the name itself, so that
+    # a folder its maker kept private is named for what it is; then of what is opened.
     try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
+        named = os.stat(name, dir_fd=inbound_fd, follow_symlinks=False)
+    except OSError as exc:
+        raise GradingError(f"cannot open {where}: {exc.strerror}") from None
+    _check_submitter(named, where, student)
+    fd, info = _open_dir(name, where, inbound_fd)
+    try:
+        _check_submitter(info, where, student)
+        stamp = name.split("+")[2]
+        if _kind_or_none(fd, "timestamp.txt") is not None:
+            stamp = _read_at(fd, "timestamp.txt", f"{where}/timestamp.txt", _owner_uid(info), 1000).decode(
+                errors="replace").strip()[:100] or stamp
+        try:
+            return info, _canonical_time(stamp)[1]
+        except Exception:  # noqa: BLE001 - any unreadable timestamp: that submission is refused
+            raise GradingError(f"bad timestamp {stamp!r} in {where}") from None
+    finally:
+        os.close(fd)
+
+
+def _check_submitter(info: os.stat_result, where: str, student: str) -> None:
+    owner = _submitter(info) if stat.S_ISDIR(info.st_mode) else None
+    if owner is not None and owner != student:
+        raise GradingError(f"{where} was submitted by {owner!r}, not {student!r}")
+
+
+def _kind_or_none(dir_fd: int, name: str) -> str | None:
+    try:
+        return _kind(dir_fd, name)
+    except FileNotFoundError:
+        return None
+
+
+def _owner_uid(info: os.stat_result) -> int | None:
+    """The uid every file of a submission must have: its folder's owner, when that is a student."""
+    return None if info.st_uid == os.getuid() else info.st_uid
 
 
 def read_exchange(path: Path, assignment: str, notebooks: list[str], course_id: str) -> Found:
     inbound = _inbound_dir(path, course_id)
-    latest: dict[str, tuple[dt.datetime, Path, str]] = {}
+    latest: dict[str, tuple[dt.datetime, str, os.stat_result, str]] = {}
     found = Found()
-    for entry in sorted(inbound.iterdir()):
-        parts = entry.name.split("+")
-        if len(parts) < 3 or parts[1] != assignment or not entry.is_dir() or entry.is_symlink():
-            continue
-        student, stamp = parts[0], parts[2]
-        if not is_valid_id(student):
-            found.refuse(GradingError(f"bad student id {student!r} in {entry}"))
-            continue
-        owner = _owner(entry)
-        if owner is not None and owner != student:
-            # On a shared exchange every student may write into inbound/: only the folder's owner
-            # (the account that submitted) can be the student it names.
-            found.refuse(GradingError(f"{entry.name} in {inbound} was submitted by {owner!r}, not {student!r}"))
-            continue
-        stamp_file = entry / "timestamp.txt"
-        if stamp_file.is_file() and not stamp_file.is_symlink():
-            stamp = stamp_file.read_text(errors="replace").strip()[:100] or stamp
-        try:
-            when = parse_utc(stamp)
-        except Exception:  # noqa: BLE001 - any unreadable timestamp: that submission is refused
-            found.refuse(GradingError(f"bad timestamp {stamp!r} in {entry}"))
-            continue
-        if student not in latest or when > latest[student][0]:
-            latest[student] = (when, entry, stamp)
-    for student, (_, entry, stamp) in sorted(latest.items()):
-        incoming = Incoming(student, timestamp=stamp)
-        secret_file = entry / "submission_secret.txt"
-        if secret_file.is_file() and not secret_file.is_symlink() and secret_file.stat().st_size <= 1024:
-            incoming.secret = secret_file.read_text(errors="replace").strip()
-        for notebook in notebooks:
-            file = entry / f"{notebook}.ipynb"
-            if not file.exists() and not file.is_symlink():
-                continue  # this notebook was not handed in
+    inbound_fd, _ = _open_dir(inbound, str(inbound))
+    try:
+        for name in sorted(os.listdir(inbound_fd)):
+            parts = name.split("+")
+            if len(parts) < 3 or parts[1] != assignment:
+                continue
+            student, where = parts[0], str(inbound / name)
+            if not is_valid_id(student):
+                found.refuse(GradingError(f"bad student id {student!r} in {where}"))
+                continue
             try:
-                _check_entry(file)
-                incoming.notebooks[notebook] = _read_file(file)
+                info, stamp = _submission_entry(inbound_fd, name, where, student)
             except GradingError as error:
                 found.refuse(error)
-        if incoming.notebooks:
-            found[student] = incoming
+                continue
+            when = parse_utc(stamp)
+            if student not in latest or when > latest[student][0]:
+                latest[student] = (when, name, info, stamp)
+        for student, (_, name, info, stamp) in sorted(latest.items()):
+            where = str(inbound / name)
+            try:
+                fd, again = _open_dir(name, where, inbound_fd)
+            except GradingError as error:
+                found.refuse(error)
+                continue
+            try:
+                if (again.st_dev, again.st_ino, again.st_uid) != (info.st_dev, info.st_ino, info.st_uid):
+                    found.refuse(GradingError(f"{where} changed while it was being collected"))
+                    continue
+                owner = _owner_uid(info)
+                incoming = Incoming(student, timestamp=stamp)
+                if _kind_or_none(fd, "submission_secret.txt") is not None:
+                    try:
+                        incoming.secret = _read_at(fd, "submission_secret.txt", f"{where}/submission_secret.txt",
+                                                   owner, 1024).decode(errors="replace").strip()
+                    except GradingError as error:
+                        found.refuse(error)
+                for notebook in notebooks:
+                    file = f"{notebook}.ipynb"
+                    if _kind_or_none(fd, file) is None:
+                        continue  # this notebook was not handed in
+                    try:
+                        incoming.notebooks[notebook] = _read_at(fd, file, f"{where}/{file}", owner)
+                    except GradingError as error:
+                        found.refuse(error)
+                if incoming.notebooks:
+                    found[student] = incoming
+            finally:
+                os.close(fd)
+    finally:
+        os.close(inbound_fd)
     return found
 
 

@@ -1,16 +1,20 @@
 """JupyterHub's configuration for a course hub on one machine (started by ``python -m autograder hub start``).
 
-Everything that varies (the address, the ports, the courses and their people, the virtual
-environment) comes from the ``state.json`` that ``hub start`` writes next to the hub's database
-(its path in ``ATTENTION_HUB_STATE``); this file only says how a course hub is put together:
+Everything that varies (the address, the ports, the courses and their people, the limits, the
+virtual environment) comes from the ``state.json`` that ``hub start`` writes next to the hub's
+database (its path in ``ATTENTION_HUB_STATE``); this file only says how a course hub is put
+together:
 
 - real OS users log in (PAM; or, for tests, JupyterHub's dummy authenticator with one password),
-  and each gets a Jupyter server started as themselves (``LocalProcessSpawner``) from the
-  course's virtual environment;
+  throttled (``auth.py``); who may log in is read from the state at each login, so that
+  ``hub update`` adds and removes people without a restart;
+- each gets a Jupyter server started as themselves inside their limits (``spawner.py``) from the
+  course's users' environment; idle servers are stopped by ``jupyterhub-idle-culler``;
 - per course: a group of students ``nbgrader-<course>`` and of instructors ``formgrade-<course>``
   (the names nbgrader's JupyterHub plugin reads), and a hub service ``<course>``: a Jupyter server
-  run as the course's grader account, holding the course directory and the formgrader, which only
-  that course's instructors may open;
+  run as the course's grader account, holding the course directory and the formgrader (with
+  ``formgrader_guard.py``), which only that course's instructors may open; those instructors
+  may also see and stop (never open) the servers of their course's students on the admin page;
 - a user's server token may read the user's own name and groups (nbgrader lists the courses a
   student is enrolled in from them) and nothing else.
 """
@@ -21,16 +25,23 @@ from pathlib import Path
 
 c = get_config()  # noqa: F821 - JupyterHub's config loader provides it
 
-state = json.loads(Path(os.environ["ATTENTION_HUB_STATE"]).read_text())
+state_path = os.environ["ATTENTION_HUB_STATE"]
+state = json.loads(Path(state_path).read_text())
 hub_dir = Path(state["hub_dir"])
 venv_bin = Path(state["venv"]) / "bin"
 courses = state["courses"]
 path = f"{venv_bin}:/usr/local/bin:/usr/bin:/bin"
 # A copied interpreter (hub.users_environment) finds its libpython here:
 library_path = {"LD_LIBRARY_PATH": state["ld_library_path"]} if state.get("ld_library_path") else {}
+# How often activity reaches the hub: often enough for the idle timeout to be kept to within a quarter.
+idle_timeout = state.get("idle_timeout", 3600)
+activity_interval = max(10, min(300, idle_timeout // 4)) if idle_timeout else 300
 
 # -- where it listens, and its own files -------------------------------------------------------------
-c.JupyterHub.bind_url = f"http://{state['ip']}:{state['port']}"
+c.JupyterHub.bind_url = f"http{'s' if state.get('ssl_cert') else ''}://{state['ip']}:{state['port']}"
+if state.get("ssl_cert"):
+    c.JupyterHub.ssl_cert = state["ssl_cert"]
+    c.JupyterHub.ssl_key = state["ssl_key"]
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = state["hub_port"]
 c.JupyterHub.db_url = f"sqlite:///{hub_dir / 'jupyterhub.sqlite'}"
@@ -38,6 +49,7 @@ c.JupyterHub.cookie_secret_file = str(hub_dir / "jupyterhub_cookie_secret")
 c.JupyterHub.pid_file = str(hub_dir / "jupyterhub.pid")
 c.JupyterHub.cleanup_servers = True   # stopping the hub stops every user's server
 c.JupyterHub.cleanup_proxy = True
+c.JupyterHub.last_activity_interval = activity_interval
 c.ConfigurableHTTPProxy.command = [state["proxy"]]
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{state['proxy_api_port']}"
 c.ConfigurableHTTPProxy.pid_file = str(hub_dir / "proxy.pid")
@@ -47,27 +59,28 @@ c.ConfigurableHTTPProxy.debug = False
 people = sorted({name for course in courses.values() for role in ("instructors", "students")
                  for name in course[role]})
 if state["authenticator"] == "dummy":
-    c.JupyterHub.authenticator_class = "dummy"
+    c.JupyterHub.authenticator_class = "autograder.jupyterhub.auth.ThrottledDummyAuthenticator"
     c.DummyAuthenticator.password = (hub_dir / "dummy-password").read_text()
 else:
-    c.JupyterHub.authenticator_class = "pam"
+    c.JupyterHub.authenticator_class = "autograder.jupyterhub.auth.ThrottledPAMAuthenticator"
     c.PAMAuthenticator.open_sessions = False
+c.ThrottleMixin.state_path = state_path
 c.Authenticator.allowed_users = set(people)
 c.Authenticator.admin_users = set()
-c.Authenticator.manage_groups = False   # the groups come from the roster (load_groups) only
+c.Authenticator.manage_groups = False   # the groups come from the roster (load_groups, hub update) only
 
 # -- each user's server --------------------------------------------------------------------------
-c.JupyterHub.spawner_class = "localprocess"
-c.Spawner.cmd = [str(venv_bin / "jupyterhub-singleuser")]
+c.JupyterHub.spawner_class = "autograder.jupyterhub.spawner.CourseSpawner"
+c.CourseSpawner.state_path = state_path
 c.Spawner.default_url = "/lab"
-c.Spawner.notebook_dir = "~"
-c.Spawner.start_timeout = 60
-c.Spawner.http_timeout = 60
+c.Spawner.start_timeout = 300   # a class logging in at once on a small machine: slow, not failed
+c.Spawner.http_timeout = 300
 c.Spawner.environment = {
     "PATH": path,
     "JUPYTER_CONFIG_PATH": str(hub_dir / "etc" / "student"),   # nbgrader's student side only
     "NBGRADER_EXCHANGE_ROOT": state["exchange"],
     "PYTHONNOUSERSITE": "1",
+    "JUPYTERHUB_ACTIVITY_INTERVAL": str(activity_interval),
     **library_path,
 }
 c.Spawner.server_token_scopes = [
@@ -79,17 +92,26 @@ c.Spawner.server_token_scopes = [
 
 # -- the courses: groups, the grader service, and who may open it --------------------------------
 c.JupyterHub.load_groups = {}
-roles = []
-services = []
+roles = [
+    # `hub update` and `hub stop` talk to the hub with this service's token (root's file)
+    {"name": "course-admin", "services": ["course-admin"],
+     "scopes": ["admin:users", "admin:groups", "admin:servers", "list:users", "list:groups"]},
+]
+services = [{"name": "course-admin", "api_token": Path(state["admin_token_file"]).read_text().strip()}]
 for course, spec in courses.items():
-    c.JupyterHub.load_groups[f"nbgrader-{course}"] = {"users": spec["students"]}
+    students = f"nbgrader-{course}"
+    c.JupyterHub.load_groups[students] = {"users": spec["students"]}
     c.JupyterHub.load_groups[f"formgrade-{course}"] = {"users": spec["instructors"]}
     roles.append({"name": f"instructors-{course}", "groups": [f"formgrade-{course}"],
-                  "scopes": [f"access:services!service={course}"]})
+                  "scopes": [f"access:services!service={course}",
+                             # the admin page, with this course's students only: see and stop their servers
+                             "admin-ui", f"list:users!group={students}", f"read:users!group={students}",
+                             f"read:servers!group={students}", f"servers!group={students}",
+                             f"read:groups!group={students}"]})
     roles.append({"name": f"service-{course}", "services": [course],
-                  "scopes": [f"read:users:name!group=nbgrader-{course}",
-                             f"read:users:groups!group=nbgrader-{course}",
-                             f"read:groups!group=nbgrader-{course}"]})
+                  "scopes": [f"read:users:name!group={students}",
+                             f"read:users:groups!group={students}",
+                             f"read:groups!group={students}"]})
     services.append({
         "name": course,
         "url": f"http://127.0.0.1:{spec['service_port']}",
@@ -102,7 +124,7 @@ for course, spec in courses.items():
             "JUPYTER_CONFIG_PATH": str(hub_dir / "etc" / "grader"),
             "JUPYTERHUB_DEFAULT_URL": "/lab",
             "PYTHONNOUSERSITE": "1",
-            "PYTHONPATH": state["python_path"],   # the autograder package (a link to it)
+            "PYTHONPATH": state["python_path"],   # the autograder package (the hub's copy of it)
             **library_path,
             # `python -m autograder ...` in this server works on this course:
             "AUTOGRADER_COURSE_ID": course,
@@ -111,6 +133,20 @@ for course, spec in courses.items():
             "AUTOGRADER_EXCHANGE": state["exchange"],
         },
         "oauth_client_allowed_scopes": [f"access:services!service={course}"],
+    })
+
+# -- idle servers are stopped ---------------------------------------------------------------------
+if idle_timeout:
+    roles.append({"name": "idle-culler", "services": ["idle-culler"],
+                  "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]})
+    services.append({
+        "name": "idle-culler",
+        "user": "nobody",
+        "cwd": "/",
+        "command": [str(venv_bin / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={idle_timeout}",
+                    f"--cull-every={max(10, min(300, idle_timeout // 4))}",
+                    f"--url=http://127.0.0.1:{state['hub_port']}/hub/api"],
+        "environment": {"PATH": path, "HOME": "/", **library_path},
     })
 c.JupyterHub.load_roles = roles
 c.JupyterHub.services = services

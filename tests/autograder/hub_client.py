@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from urllib.parse import urlencode
-
 import requests
 import websocket
 
@@ -21,25 +19,24 @@ class HubError(AssertionError):
     pass
 
 
+class KernelDied(HubError):
+    """The kernel stopped while it ran the code (the kernel's nanny says restarting, or dead)."""
+
+
 class HubUser:
-    def __init__(self, hub_url: str, name: str, password: str) -> None:
+    def __init__(self, hub_url: str, name: str, password: str, ca: str | None = None) -> None:
         self.hub_url = hub_url.rstrip("/")
         self.name = name
-        self.session = requests.Session()   # the browser: cookies, redirects
-        self._login(password)
+        self.session = session(ca)   # the browser: cookies, redirects
+        self.login(password)
         self.token = self._new_token()
-        self.api = requests.Session()       # a script with the user's token
+        self.api = session(ca)       # a script with the user's token
         self.api.headers["Authorization"] = f"token {self.token}"
 
     # -- the hub ---------------------------------------------------------------------------------
-    def _login(self, password: str) -> None:
-        form = self.session.get(f"{self.hub_url}/hub/login")
-        form.raise_for_status()
-        xsrf = self.session.cookies.get("_xsrf", path="/hub/")
-        answer = self.session.post(f"{self.hub_url}/hub/login?next=", allow_redirects=False,
-                                   data={"username": self.name, "password": password, "_xsrf": xsrf})
-        if answer.status_code != 302:
-            raise HubError(f"{self.name} could not log in: {answer.status_code}")
+    def login(self, password: str) -> None:
+        if not try_login(self.session, self.hub_url, self.name, password):
+            raise HubError(f"{self.name} could not log in")
 
     def _hub_xsrf(self) -> dict:
         return {"X-XSRFToken": self.session.cookies.get("_xsrf", path="/hub/")}
@@ -54,7 +51,11 @@ class HubUser:
     def hub_api(self, method: str, path: str, **kwargs) -> requests.Response:
         return self.api.request(method, f"{self.hub_url}/hub/api{path}", **kwargs)
 
-    def start_server(self, timeout: float = 120) -> None:
+    def server_running(self) -> bool:
+        server = (self.hub_api("GET", f"/users/{self.name}").json().get("servers") or {}).get("")
+        return bool(server and server.get("ready"))
+
+    def start_server(self, timeout: float = 180) -> None:
         answer = self.hub_api("POST", f"/users/{self.name}/server")
         if answer.status_code not in (201, 202, 400):   # 400: already running
             raise HubError(f"{self.name}: the hub did not start a server: {answer.status_code} {answer.text[:200]}")
@@ -73,6 +74,8 @@ class HubUser:
         return f"{self.hub_url}/user/{self.name}"
 
     def server(self, method: str, path: str, **kwargs) -> requests.Response:
+        if not self.server_running():   # stopped by the idle culler, say: a browser would start it again
+            self.start_server()
         return self.api.request(method, f"{self.server_url}{path}", **kwargs)
 
     def get_notebook(self, path: str) -> dict:
@@ -102,7 +105,34 @@ class HubUser:
         return result["value"]
 
     def run_code(self, code: str, timeout: float = 600) -> str:
+        if not self.server_running():   # stopped by the idle culler, say: a browser would start it again
+            self.start_server()
         return run_in_kernel(self.api, self.server_url, code, timeout)
+
+    def kernel(self) -> Kernel:
+        """A kernel of the user's server kept open, to run several cells in (and time them)."""
+        if not self.server_running():
+            self.start_server()
+        return Kernel(self.api, self.server_url)
+
+
+def session(ca: str | None = None) -> requests.Session:
+    """A requests session that trusts ``ca`` (and only it) when given. Not the environment's
+    settings: requests lets REQUESTS_CA_BUNDLE override a session's own ``verify``."""
+    made = requests.Session()
+    if ca:
+        made.verify, made.trust_env = ca, False
+    return made
+
+
+def try_login(session: requests.Session, hub_url: str, name: str, password: str) -> bool:
+    """The hub's login form, as a browser fills it in; whether the hub let the user in."""
+    form = session.get(f"{hub_url}/hub/login")
+    form.raise_for_status()
+    xsrf = session.cookies.get("_xsrf", path="/hub/")
+    answer = session.post(f"{hub_url}/hub/login?next=", allow_redirects=False,
+                          data={"username": name, "password": password, "_xsrf": xsrf})
+    return answer.status_code == 302
 
 
 class Service:
@@ -115,6 +145,64 @@ class Service:
     def run_code(self, code: str, timeout: float = 600) -> str:
         return run_in_kernel(self.api, self.url, code, timeout)
 
+    def run_in_terminal(self, command: str, timeout: float = 60) -> str:
+        return run_in_terminal(self.api, self.url, command, timeout)
+
+
+def _ws_url(http_url: str) -> str:
+    return "wss://" + http_url[len("https://"):] if http_url.startswith("https://") else \
+        "ws://" + http_url[len("http://"):]
+
+
+def _ws_options(api: requests.Session) -> dict:
+    return {"sslopt": {"ca_certs": api.verify}} if isinstance(api.verify, str) else {}
+
+
+def run_in_terminal(api: requests.Session, server_url: str, command: str, timeout: float) -> str:
+    """Open a terminal on the server (as JupyterLab's Terminal does), type ``command`` into its
+    shell and return what it printed up to a marker echoed after it."""
+    answer = api.post(f"{server_url}/api/terminals")
+    if answer.status_code != 200:
+        raise HubError(f"no terminal at {server_url}: {answer.status_code} {answer.text[:200]}")
+    name = answer.json()["name"]
+    marker = uuid.uuid4().hex
+    try:
+        socket = websocket.create_connection(f"{_ws_url(server_url)}/terminals/websocket/{name}", timeout=timeout,
+                                             header=[f"Authorization: {api.headers['Authorization']}"],
+                                             **_ws_options(api))
+        try:
+            socket.send(json.dumps(["stdin", f"{command}; echo {marker[:16]}-{marker[16:]}\r"]))
+            output, deadline = "", time.monotonic() + timeout
+            while f"{marker[:16]}-{marker[16:]}" not in output.replace(f"echo {marker[:16]}-{marker[16:]}", ""):
+                if time.monotonic() > deadline:
+                    raise HubError(f"the terminal did not finish within {timeout:.0f} s: {output[-500:]}")
+                message = json.loads(socket.recv())
+                if message[0] == "stdout":
+                    output += message[1]
+            return output
+        finally:
+            socket.close()
+    finally:
+        api.delete(f"{server_url}/api/terminals/{name}")
+
+
+class Kernel:
+    def __init__(self, api: requests.Session, server_url: str) -> None:
+        answer = api.post(f"{server_url}/api/kernels", json={"name": "python3"})
+        if answer.status_code != 201:
+            raise HubError(f"no kernel at {server_url}: {answer.status_code} {answer.text[:200]}")
+        self.api, self.url = api, f"{server_url}/api/kernels/{answer.json()['id']}"
+        self.socket = websocket.create_connection(_ws_url(self.url) + "/channels", timeout=600,
+                                                  header=[f"Authorization: {api.headers['Authorization']}"],
+                                                  **_ws_options(api))
+
+    def run(self, code: str, timeout: float = 600) -> str:
+        return _execute(self.socket, code, timeout)
+
+    def close(self) -> None:
+        self.socket.close()
+        self.api.delete(self.url)
+
 
 def run_in_kernel(api: requests.Session, server_url: str, code: str, timeout: float) -> str:
     """Start a kernel on the server, run ``code`` over the kernel's websocket, return its output
@@ -123,10 +211,10 @@ def run_in_kernel(api: requests.Session, server_url: str, code: str, timeout: fl
     if answer.status_code != 201:
         raise HubError(f"no kernel at {server_url}: {answer.status_code} {answer.text[:200]}")
     kernel = answer.json()["id"]
-    ws_url = server_url.replace("http://", "ws://", 1) + f"/api/kernels/{kernel}/channels"
+    ws_url = _ws_url(server_url) + f"/api/kernels/{kernel}/channels"
     try:
         socket = websocket.create_connection(ws_url, header=[f"Authorization: {api.headers['Authorization']}"],
-                                             timeout=timeout)
+                                             timeout=timeout, **_ws_options(api))
         try:
             return _execute(socket, code, timeout)
         finally:
@@ -150,6 +238,9 @@ def _execute(socket, code: str, timeout: float) -> str:
         if time.monotonic() > deadline:
             raise HubError(f"the kernel did not finish within {timeout:.0f} s; output so far: {''.join(output)[-500:]}")
         message = json.loads(socket.recv())
+        state = message.get("content", {}).get("execution_state")
+        if message["header"]["msg_type"] == "status" and state in ("restarting", "dead"):
+            raise KernelDied(f"the kernel died ({state}); output so far: {''.join(output)[-500:]}")
         if (message.get("parent_header") or {}).get("msg_id") != msg_id:
             continue
         kind = message["header"]["msg_type"]
@@ -165,12 +256,3 @@ def _execute(socket, code: str, timeout: float) -> str:
     if error is not None:
         raise HubError(f"the code failed: {error}\noutput: {''.join(output)[-1000:]}")
     return "".join(output)
-
-
-def follow(session: requests.Session, url: str) -> requests.Response:
-    """GET ``url`` in the browser session, following redirects (the hub's OAuth dance included)."""
-    return session.get(url, allow_redirects=True, timeout=60)
-
-
-def query(**params) -> str:
-    return urlencode(params)

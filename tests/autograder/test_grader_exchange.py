@@ -8,6 +8,8 @@ and that nothing runs nbgrader's own (unsandboxed) autograde.
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import subprocess
 import sys
 
@@ -127,3 +129,104 @@ def test_nbgrader_autograde_is_refused_in_a_course_directory(fixture_course, tmp
     assert done.returncode != 0
     assert "switched off for this course" in done.stderr and "python -m autograder autograde" in done.stderr
     assert marker.read_text() == "ours"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files owned by other users need root")
+def test_collect_checks_every_file_and_follows_no_link(fixture_course, capsys, tmp_path, notebook_text):
+    """A submission folder is the submitting account's, and so must every file in it be: a
+    notebook put there by someone else, a link (to another student's work, to the course's source
+    notebook), a hard link, a FIFO: each refused, with its name."""
+    exchange = tmp_path / "exchange"
+    secret_elsewhere = tmp_path / "elsewhere.ipynb"
+    secret_elsewhere.write_text(notebook_text)
+    cases = {}
+    for student, make in (("alice", lambda f: (f / f"{ASSIGNMENT}.ipynb").symlink_to(secret_elsewhere)),
+                          ("bob", lambda f: os.link(secret_elsewhere, f / f"{ASSIGNMENT}.ipynb")),
+                          ("carol", lambda f: os.mkfifo(f / f"{ASSIGNMENT}.ipynb")),
+                          ("nobody", lambda f: (f / f"{ASSIGNMENT}.ipynb").write_text(notebook_text))):
+        folder = exchange / COURSE / "inbound" / f"{student}+{ASSIGNMENT}+2024-03-01 09:00:00.000000 UTC+x"
+        folder.mkdir(parents=True)
+        make(folder)
+        cases[student] = folder
+    # the account "nobody" submitted (its folder is its own), but the notebook in it belongs to someone else
+    os.chown(cases["nobody"], pwd.getpwnam("nobody").pw_uid, 65534)
+    os.chown(cases["nobody"] / f"{ASSIGNMENT}.ipynb", 65533, 65533)
+    code, out, err = main(["--course-dir", str(fixture_course.root), "--source", str(fixture_course.source),
+                           "--exchange", str(exchange), "collect", ASSIGNMENT]), *capsys.readouterr()
+    assert code == 2 and "no submissions" in err and "4 refused" in err, (out, err)   # nothing good: nothing imported
+    for student in cases:
+        assert not (fixture_course.root / "submitted" / student).exists()
+    # each refusal, one by one, as the import reports them
+    from autograder.submissions import read_exchange
+
+    found = read_exchange(exchange, ASSIGNMENT, [ASSIGNMENT], COURSE)
+    refused = "\n".join(found.refused)
+    assert not found
+    assert "symbolic link not allowed" in refused and "hard link" in refused
+    assert "not a regular file" in refused and "belongs to 'uid 65533', not to the account" in refused
+
+
+def test_collect_refuses_a_folder_swapped_while_it_is_read(fixture_course, tmp_path, notebook_text, monkeypatch):
+    """Checked once, read later: a folder replaced between the two (another of the same name,
+    a link) is refused, not read."""
+    from autograder import submissions
+
+    exchange = tmp_path / "exchange"
+    folder = submit(exchange, "alice", "2024-03-01 09:00:00.000000 UTC", notebook_text)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / f"{ASSIGNMENT}.ipynb").write_text('{"swapped": true}')
+    checked = submissions._submission_entry
+
+    def check_then_swap(*args, **kwargs):
+        result = checked(*args, **kwargs)
+        os.rename(folder, tmp_path / "moved-away")
+        os.rename(elsewhere, folder)
+        return result
+
+    monkeypatch.setattr(submissions, "_submission_entry", check_then_swap)
+    found = submissions.read_exchange(exchange, ASSIGNMENT, [ASSIGNMENT], COURSE)
+    assert not found and "changed while it was being collected" in found.refused[0]
+    shutil.rmtree(folder)
+    folder.symlink_to(tmp_path / "moved-away")
+    found = submissions.read_exchange(exchange, ASSIGNMENT, [ASSIGNMENT], COURSE)
+    assert not found and "symbolic link not allowed" in found.refused[0]
+
+
+def test_a_submitted_time_is_stored_the_way_nbgrader_writes_it(fixture_course, capsys, tmp_path, notebook_text):
+    exchange = tmp_path / "exchange"
+    folder = submit(exchange, "alice", "2024-03-01 09:00:00.000000 UTC", notebook_text)
+    (folder / "timestamp.txt").write_text("March 1, 2024 9:00 UTC <img src=x onerror=alert(1)>")
+    code, out, err = main(["--course-dir", str(fixture_course.root), "--source", str(fixture_course.source),
+                           "--exchange", str(exchange), "collect", ASSIGNMENT]), *capsys.readouterr()
+    if code == 0:   # dateutil read the date in it: only the date is kept
+        stored = (fixture_course.root / "submitted" / "alice" / ASSIGNMENT / "timestamp.txt").read_text()
+        assert stored == "2024-03-01 09:00:00.000000 UTC"
+    else:
+        assert "bad timestamp" in out + err
+
+
+def test_return_feedback_refuses_a_page_that_shows_a_hidden_test(fixture_course, capsys, tmp_path):
+    """nbgrader's own generate_feedback keeps the hidden tests: return-feedback scans every page
+    and hands out nothing when one shows a hidden test."""
+    from autograder import leakscan
+    from autograder.course import package_folder
+
+    hidden = next(s for s in leakscan.course_secrets(fixture_course.source, package_folder(), [ASSIGNMENT])
+                  if s.kind == "hidden test")
+    page = fixture_course.root / "feedback" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f"<html><pre>{hidden.line}</pre></html>")
+    (page.parent / "submission_secret.txt").write_text("1" * 128)
+    code, out, err = main(["--course-dir", str(fixture_course.root), "--source", str(fixture_course.source),
+                           "--exchange", str(tmp_path / "exchange"), "return-feedback", ASSIGNMENT]), \
+        *capsys.readouterr()
+    assert code == 2 and "shows a hidden test" in err and f"autograder feedback {ASSIGNMENT}" in err, err
+    assert not (tmp_path / "exchange" / COURSE / "feedback").exists()
+
+
+def test_nbgraders_feedback_and_collect_are_refused_in_a_course_directory(fixture_course):
+    for command in (["generate_feedback", ASSIGNMENT, "--force"], ["collect", ASSIGNMENT]):
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *command], cwd=fixture_course.root,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode != 0 and "switched off for this course" in done.stderr, done.stderr[-500:]

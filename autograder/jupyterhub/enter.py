@@ -1,0 +1,78 @@
+"""Start a user's Jupyter server inside that user's limits, then as that user.
+
+The course hub's spawner (``spawner.CourseSpawner``) runs this script as root, in isolated mode
+(``python -I enter.py -- COMMAND...``), with what to do in the ``ATTENTION_HUB_ENTER`` variable
+(JSON). In this one process, before anything of the user's runs:
+
+1. it joins the user's cgroups (memory, pids, cpu: their limits hold for everything the server
+   starts, kernels and terminals included);
+2. it gives the server a mount namespace of its own, with a private ``/tmp`` and ``/dev/shm``
+   (size-capped tmpfs, whose pages count against the user's memory cgroup), so that no student
+   can fill the machine's RAM-backed shared memory or read another's temporary files;
+3. it sets the per-process limits (processes, where no pids cgroup exists; no core dumps), a
+   private umask, and drops to the user (groups, gid, uid; for good);
+4. it replaces itself with COMMAND (the Jupyter server), in the user's home.
+
+Standard library only: it runs before any environment of the course is trusted.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import sys
+
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+
+
+def _libc_call(name: str, *args) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{name}: {os.strerror(errno)}")
+
+
+def private_mounts(tmpfs: dict[str, str]) -> None:
+    """A mount namespace of this process's own, with a fresh size-capped tmpfs at each path."""
+    _libc_call("unshare", CLONE_NEWNS)
+    _libc_call("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)   # nothing leaks back out
+    for path, size in tmpfs.items():
+        if os.path.isdir(path):
+            _libc_call("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                       f"size={size},mode=1777".encode())
+
+
+def drop_to(uid: int, gid: int, groups: list[int]) -> None:
+    os.setgroups(groups)
+    os.setgid(gid)
+    os.setuid(uid)
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return
+    raise SystemExit("enter.py: could not drop root")
+
+
+def main(argv: list[str]) -> None:
+    if "--" not in argv or os.geteuid() != 0:
+        raise SystemExit("usage (as root): ATTENTION_HUB_ENTER=JSON python -I enter.py -- COMMAND ...")
+    command = argv[argv.index("--") + 1:]
+    plan = json.loads(os.environ.pop("ATTENTION_HUB_ENTER"))
+    for procs in plan.get("cgroups", []):
+        with open(procs, "w") as handle:
+            handle.write(str(os.getpid()))
+    private_mounts(plan.get("tmpfs", {}))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if plan.get("nproc"):
+        resource.setrlimit(resource.RLIMIT_NPROC, (plan["nproc"], plan["nproc"]))
+    os.umask(0o077)
+    drop_to(plan["uid"], plan["gid"], plan["groups"])
+    os.chdir(plan["home"])
+    os.execvpe(command[0], command, os.environ)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

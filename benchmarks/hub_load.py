@@ -1,0 +1,282 @@
+"""A class logging in at once: N students against a course hub on this machine, through HTTP only.
+
+    sudo .venv/bin/python benchmarks/hub_load.py [--students 30] [--port 8790]
+
+Starts a hub (``python -m autograder hub start``, real users made for the run and removed
+after, the default limits) and then, for every student at the same moment, as a browser and
+JupyterLab would: the login form, the server's start (the hub's REST API, until ready), a kernel
+(its websocket), and a cell that imports numpy and the course package and runs an attention
+forward. Prints, per stage, p50 and p95 over the students and the failures; then, once every
+student is idle with that kernel still open, the memory per idle student (their memory cgroups)
+and the CPU seconds each server's start took (its process, at ready).
+
+The baseline, measured in the same run: one student alone, before the class (the ratio
+``class p95 / alone`` says what the crowd costs), and the CPU a server's start spends importing
+with the course hub's environment against the course's own virtual environment (the untuned
+import, ``rfc3987_syntax`` and all). Goal (issue 20): 30 students, 0 failures, p95 login ->
+first result <= 30 s. Wall times depend on what else the machine runs: say what it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from statistics import quantiles
+
+import requests
+import websocket
+
+REPO = Path(__file__).resolve().parents[1]
+CELL = ("import numpy as np\n"
+        "from attention_course.numpy_track.attention import Attention\n"
+        "rng = np.random.default_rng(0)\n"
+        "layer = Attention('general', 16, 16, rng=rng)\n"
+        "context = layer.forward(rng.normal(size=(8, 12, 16)), rng.normal(size=(8, 16)))\n"
+        "print('RESULT', context.shape)\n")
+STAGES = ("login", "spawn", "kernel", "cell", "total")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def percentile(values: list[float], q: int) -> float:
+    if len(values) == 1:
+        return values[0]
+    return quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def execute(ws, code: str, timeout: float) -> str:
+    msg_id = uuid.uuid4().hex
+    ws.send(json.dumps({"header": {"msg_id": msg_id, "username": "", "session": uuid.uuid4().hex,
+                                   "msg_type": "execute_request", "version": "5.3", "date": ""},
+                        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+                        "content": {"code": code, "silent": False, "store_history": False,
+                                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
+    output, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = json.loads(ws.recv())
+        if (message.get("parent_header") or {}).get("msg_id") != msg_id:
+            continue
+        kind = message["header"]["msg_type"]
+        if kind == "stream":
+            output.append(message["content"]["text"])
+        elif kind == "error":
+            raise RuntimeError(f"{message['content']['ename']}: {message['content']['evalue']}")
+        elif kind == "execute_reply":
+            return "".join(output)
+    raise TimeoutError(f"no reply within {timeout:.0f} s")
+
+
+class Student(threading.Thread):
+    def __init__(self, url: str, name: str, password: str, go: threading.Event, timeout: float) -> None:
+        super().__init__(daemon=True)
+        self.url, self.name, self.password, self.go, self.timeout = url, name, password, go, timeout
+        self.times: dict[str, float] = {}
+        self.error: str | None = None
+        self.kernel_socket = None
+
+    def run(self) -> None:
+        self.go.wait()
+        start = mark = time.monotonic()
+
+        def lap(stage: str) -> None:
+            nonlocal mark
+            now = time.monotonic()
+            self.times[stage] = now - mark
+            mark = now
+
+        try:
+            session = requests.Session()
+            session.get(f"{self.url}/hub/login", timeout=self.timeout).raise_for_status()
+            answer = session.post(f"{self.url}/hub/login?next=", allow_redirects=False, timeout=self.timeout,
+                                  data={"username": self.name, "password": self.password,
+                                        "_xsrf": session.cookies.get("_xsrf", path="/hub/")})
+            if answer.status_code != 302:
+                raise RuntimeError(f"login: {answer.status_code}")
+            token = session.post(f"{self.url}/hub/api/users/{self.name}/tokens", json={"expires_in": 3600},
+                                 headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")},
+                                 timeout=self.timeout).json()["token"]
+            api = requests.Session()
+            api.headers["Authorization"] = f"token {token}"
+            lap("login")
+            answer = api.post(f"{self.url}/hub/api/users/{self.name}/server", timeout=self.timeout)
+            if answer.status_code not in (201, 202):
+                raise RuntimeError(f"spawn: {answer.status_code} {answer.text[:200]}")
+            deadline = time.monotonic() + self.timeout
+            while True:
+                model = api.get(f"{self.url}/hub/api/users/{self.name}", timeout=self.timeout).json()
+                server = (model.get("servers") or {}).get("")
+                if server and server.get("ready"):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"spawn timed out: {model.get('pending')!r} {server!r}")
+                if not server and not model.get("pending"):
+                    raise RuntimeError(f"the server did not start (the hub's log says why): {model!r}"[:300])
+                time.sleep(0.5)
+            lap("spawn")
+            base = f"{self.url}/user/{self.name}"
+            kernel = api.post(f"{base}/api/kernels", json={"name": "python3"}, timeout=self.timeout).json()["id"]
+            self.kernel_socket = websocket.create_connection(
+                f"{base.replace('http://', 'ws://')}/api/kernels/{kernel}/channels", timeout=self.timeout,
+                header=[f"Authorization: token {token}"])
+            lap("kernel")
+            output = execute(self.kernel_socket, CELL, self.timeout)
+            if "RESULT (8, 16)" not in output:
+                raise RuntimeError(f"the cell printed {output!r}")
+            lap("cell")
+            self.times["total"] = time.monotonic() - start
+        except Exception as exc:  # noqa: BLE001 - a student's failure is counted, with its reason
+            self.error = f"{type(exc).__name__}: {exc}"
+
+
+def class_run(url: str, names: list[str], password: str, timeout: float) -> list[Student]:
+    go = threading.Event()
+    students = [Student(url, name, password, go, timeout) for name in names]
+    for student in students:
+        student.start()
+    go.set()
+    for student in students:
+        student.join(timeout * 3)
+    return students
+
+
+def report(title: str, students: list[Student]) -> dict[str, float]:
+    done = [s for s in students if not s.error]
+    print(f"\n{title}: {len(students)} student(s), {len(students) - len(done)} failure(s)")
+    for student in students:
+        if student.error:
+            print(f"  FAILED {student.name}: {student.error}")
+    p95 = {}
+    for stage in STAGES:
+        values = [s.times[stage] for s in done if stage in s.times]
+        if values:
+            p95[stage] = percentile(values, 95)
+            print(f"  {stage:7s} p50 {percentile(values, 50):6.1f} s   p95 {p95[stage]:6.1f} s   "
+                  f"max {max(values):6.1f} s")
+    return p95
+
+
+def cgroup_memory(state: dict, user: str) -> int | None:
+    folder = state.get("cgroups", {}).get("memory")
+    if not folder:
+        return None
+    for name in ("memory.usage_in_bytes", "memory.current"):
+        path = Path(folder) / user / name
+        if path.exists():
+            return int(path.read_text())
+    return None
+
+
+def server_cpu_seconds(user: str) -> float | None:
+    """CPU seconds of the user's Jupyter server process (its start, if measured at ready)."""
+    for pid in subprocess.run(["pgrep", "-u", user, "-f", "jupyterhub-singleuser"], capture_output=True,
+                              text=True).stdout.split():
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+def import_cpu(python: str) -> float:
+    code = ("import time\nt = time.process_time()\nfrom jupyterhub.singleuser import main\n"
+            "import nbgrader.apps, jupyterlab.labapp\nprint(time.process_time() - t)\n")
+    runs = [float(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True, cwd="/").stdout)
+            for _ in range(3)]
+    return sorted(runs)[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=180, help="seconds per stage before a student fails")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("run it as root: the hub starts each student's server as that student", file=sys.stderr)
+        return 2
+    tag = secrets.token_hex(2)
+    names = [f"ld{tag}s{i:02d}" for i in range(args.students + 1)]
+    alone, crowd = names[0], names[1:]
+    folder = Path(tempfile.mkdtemp(prefix="attention-hub-load-", dir="/var/tmp"))
+    os.chmod(folder, 0o755)
+    private = folder / "private"
+    (private / "source").mkdir(parents=True)
+    os.chmod(private, 0o700)
+    shutil.copytree(REPO / "solutions" / "ch3a_weight_sum", private / "source" / "ch3a_weight_sum")
+    (private / "roster.json").write_text(json.dumps({"courses": {f"load{tag}": {
+        "instructors": [f"ld{tag}teacher"], "students": names}}, "idle_timeout": 0}))
+    password = secrets.token_hex(8)
+    (private / "password").write_text(password)
+    hub_dir, port = folder / "hub", args.port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    print(f"hub_load: {args.students} students on {os.cpu_count()} CPUs; load average before: "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    try:
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "autograder", "hub", "start", str(private / "roster.json"),
+                               "--dir", str(hub_dir), "--port", str(port), "--authenticator", "dummy",
+                               "--password-file", str(private / "password"), "--create-users",
+                               "--source", str(private / "source")], cwd=REPO, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(done.stderr, file=sys.stderr)
+            return 1
+        print(f"hub start (users, homes, wheel, leak scan): {time.monotonic() - started:.1f} s")
+        state = json.loads((hub_dir / "state.json").read_text())
+        tuned = import_cpu(str(Path(state["venv"]) / "bin" / "python"))
+        untuned = import_cpu(sys.executable)
+        print(f"a server's imports: {tuned:.2f} CPU s in the hub's environment, {untuned:.2f} CPU s in the "
+              f"course's own (ratio {tuned / untuned:.2f})")
+        single = report("alone (baseline)", class_run(url, [alone], password, args.timeout))
+        students = class_run(url, crowd, password, args.timeout)
+        load = os.getloadavg()
+        p95 = report(f"the class at once (load average after: {load[0]:.1f})", students)
+        if "total" in single and "total" in p95:
+            print(f"  ratio class p95 / alone, login -> first result: {p95['total'] / single['total']:.1f}")
+        cpu = [c for c in (server_cpu_seconds(s.name) for s in students if not s.error) if c is not None]
+        if cpu:
+            print(f"CPU seconds per server (its start and the kernel's requests): p50 {percentile(cpu, 50):.2f}, "
+                  f"max {max(cpu):.2f}")
+        time.sleep(10)   # idle: the cell has run, the kernel stays open
+        memory = [m for m in (cgroup_memory(state, s.name) for s in students if not s.error) if m]
+        if memory:
+            print(f"memory per idle student (server + kernel with numpy and the package, their cgroup): "
+                  f"p50 {percentile(memory, 50) / 2**20:.0f} MiB, max {max(memory) / 2**20:.0f} MiB")
+        failures = sum(1 for s in students if s.error)
+        goal = failures == 0 and p95.get("total", 1e9) <= 30
+        print(f"goal (0 failures, p95 login -> first result <= 30 s): {'met' if goal else 'NOT met'}")
+        for student in students:
+            if student.kernel_socket is not None:
+                student.kernel_socket.close()
+        return 0
+    finally:
+        subprocess.run([sys.executable, "-m", "autograder", "hub", "stop", "--dir", str(hub_dir), "--remove-users"],
+                       cwd=REPO, capture_output=True)
+        log = hub_dir / "logs" / "jupyterhub.log"
+        if log.exists():
+            shutil.copy(log, "/var/tmp/hub_load-last.log")
+            print("the hub's log: /var/tmp/hub_load-last.log")
+        for name in names + [f"ld{tag}teacher"]:
+            try:
+                pwd.getpwnam(name)
+                print(f"warning: user {name} is left", file=sys.stderr)
+            except KeyError:
+                pass
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
