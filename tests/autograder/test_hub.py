@@ -321,7 +321,7 @@ def test_a_submission_goes_from_the_student_to_a_grade_and_back(hub, users):
         html = page.json()["content"]
         first = re.search(r"Score: ([0-9.]+) / ([0-9.]+)", html)   # the page's heading: the notebook's total
         assert first and (float(first[1]), float(first[2])) == (score, total)
-        copy = hub["folder"] / f"feedback-{key}.html"
+        copy = hub["private"] / f"feedback-{key}.html"   # (root only: it holds the student's code)
         copy.write_text(html)
         assert leakscan.scan([copy], secrets_, kinds=("hidden test",)) == []
 
