@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import zipfile
 from dataclasses import dataclass
@@ -221,7 +222,8 @@ MARKERS = tuple(begin for begin, _ in _MARKERS.values())   # a source notebook, 
 
 def scan_readable(paths: list[str], git_dirs: list[str], secrets: list[Secret]) -> list[dict]:
     """Leaks in the files of ``paths`` that this process can open, and in every object of the git
-    repositories ``git_dirs`` it can read; unreadable ones are skipped (that is the point).
+    repositories ``git_dirs`` it can read; unreadable ones are skipped (that is the point), and so are
+    the account's own files (its own work).
 
     Besides the secret lines, nbgrader's ``BEGIN SOLUTION`` / ``BEGIN HIDDEN TESTS`` markers in a
     notebook count: a copy of a source notebook is a leak even where its lines are not distinctive
@@ -239,9 +241,12 @@ def scan_readable(paths: list[str], git_dirs: list[str], secrets: list[Secret]) 
         elif where.lower().endswith(".ipynb") and any(marker in text for marker in MARKERS):
             found.append({"where": where, "kind": "source notebook", "origin": "an nbgrader BEGIN marker"})
 
+    me = os.getuid()
     for path in paths:
         try:
             with open(path, "rb") as handle:
+                if os.fstat(handle.fileno()).st_uid == me:
+                    continue   # the account's own file: what it wrote (a correct answer shares solution lines)
                 data = handle.read(MAX_FILE_BYTES + 1)
         except OSError:
             continue
