@@ -32,30 +32,19 @@ def _padded(rows, T):
     return torch.stack([torch.cat([row, torch.zeros((T - len(row), H), dtype=torch.float64)]) for row in rows])
 
 
-def _encode(xs, lengths, layers, first_backwards=False):
+def _encode(xs, lengths, layers):
     """The top states (N, T, H), zero on padding: each sentence through every layer on its own."""
     rows = []
     for n, length in enumerate(int(L) for L in lengths):
         current = xs[n, :length]
         for depth, layer in enumerate(layers):
-            backwards = (depth % 2 == 1) != first_backwards
-            current = _read(current, layer["W_x"], layer["W_h"], layer["b"], backwards)
+            current = _read(current, layer["W_x"], layer["W_h"], layer["b"], backwards=depth % 2 == 1)
         rows.append(current)
     return _padded(rows, xs.shape[1])
 
 
 def _layer_leaves(layers):
     return [{key: _tensor(value) for key, value in layer.items()} for layer in layers]
-
-
-def gru_direction(xs, lengths, weights, reverse, dout):
-    """(states, {"xs": ..., "W_x": ..., "W_h": ..., "b": ...}) for one layer read in the given direction."""
-    xs = _tensor(xs)
-    leaves = _layer_leaves([weights])[0]
-    states = _encode(xs, lengths, [leaves], first_backwards=reverse)
-    order = [xs, leaves["W_x"], leaves["W_h"], leaves["b"]]
-    grads = torch.autograd.grad((states * torch.as_tensor(dout)).sum(), order)
-    return states.detach().numpy(), dict(zip(["xs", "W_x", "W_h", "b"], (g.numpy() for g in grads)))
 
 
 def interleaved_encoder(embedded, lengths, layers, dout):

@@ -46,58 +46,80 @@ WRONG_ANSWERS = [
         return (d_a * gate, d_a * (1 - gate), np.einsum("ntk,nth->kh", both, d_gate_pre),
                 d_gate_pre.sum(axis=(0, 1)), mean.T @ d_pre_s0, d_pre_s0.sum(axis=0))
     """),
-    ("ch6b_bigru_torch", "gru_direction", "right to left over the whole row: the reading starts in the padding", """
-        N, T, _ = xs.shape
-        W_x, W_h, b = weights["W_x"], weights["W_h"], weights["b"]
-        H = W_h.shape[0]
+    ("ch6b_bigru_torch", "interleaved_encoder", "right to left over the whole row: the reading starts in the padding", """
+        N, T, _ = embedded.shape
         real = torch.arange(T) < torch.as_tensor(lengths)[:, None]
-        state = xs.new_zeros(N, H)
-        states = [None] * T
-        for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            x_part = xs[:, t] @ W_x + b
-            h_part = state @ W_h[:, :2 * H]
-            reset = torch.sigmoid(x_part[:, :H] + h_part[:, :H])
-            update = torch.sigmoid(x_part[:, H:2 * H] + h_part[:, H:])
-            state = (1 - update) * state + update * torch.tanh(x_part[:, 2 * H:] + (reset * state) @ W_h[:, 2 * H:])
-            states[t] = state * real[:, t, None]
-        return torch.stack(states, dim=1)
-    """),
-    ("ch6b_bigru_torch", "gru_direction", "torch.nn.GRU's form: the reset gate after the recurrent matrix", """
-        N, T, _ = xs.shape
-        W_x, W_h, b = weights["W_x"], weights["W_h"], weights["b"]
-        H = W_h.shape[0]
-        real = torch.arange(T) < torch.as_tensor(lengths)[:, None]
-        state = xs.new_zeros(N, H)
-        states = [None] * T
-        for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            x_part = xs[:, t] @ W_x + b
-            h_part = state @ W_h
-            reset = torch.sigmoid(x_part[:, :H] + h_part[:, :H])
-            update = torch.sigmoid(x_part[:, H:2 * H] + h_part[:, H:2 * H])
-            new_state = (1 - update) * state + update * torch.tanh(x_part[:, 2 * H:] + reset * h_part[:, 2 * H:])
-            state = torch.where(real[:, t, None], new_state, state)
-            states[t] = torch.where(real[:, t, None], new_state, torch.zeros_like(new_state))
-        return torch.stack(states, dim=1)
-    """),
-    ("ch6b_bigru_torch", "interleaved_encoder", "every layer reads left to right", """
-        states = embedded
-        for weights in layers:
-            states = gru_direction(states, lengths, weights)
-        return states
-    """),
-    ("ch6b_bigru_torch", "interleaved_encoder", "the first layer reads right to left", """
+
+        def read(xs, weights, reverse):
+            W_x, W_h, b = weights["W_x"], weights["W_h"], weights["b"]
+            H = W_h.shape[0]
+            state = xs.new_zeros(N, H)
+            states = [None] * T
+            for t in (range(T - 1, -1, -1) if reverse else range(T)):
+                x_part = xs[:, t] @ W_x + b
+                h_part = state @ W_h[:, :2 * H]
+                reset = torch.sigmoid(x_part[:, :H] + h_part[:, :H])
+                update = torch.sigmoid(x_part[:, H:2 * H] + h_part[:, H:])
+                state = (1 - update) * state + update * torch.tanh(x_part[:, 2 * H:] + (reset * state) @ W_h[:, 2 * H:])
+                states[t] = state * real[:, t, None]
+            return torch.stack(states, dim=1)
+
         states = embedded
         for depth, weights in enumerate(layers):
-            states = gru_direction(states, lengths, weights, reverse=depth % 2 == 0)
+            states = read(states, weights, reverse=depth % 2 == 1)
+        return states
+    """),
+    ("ch6b_bigru_torch", "interleaved_encoder", "torch.nn.GRU's form: the reset gate after the recurrent matrix", """
+        N, T, _ = embedded.shape
+        real = torch.arange(T) < torch.as_tensor(lengths)[:, None]
+
+        def read(xs, weights, reverse):
+            W_x, W_h, b = weights["W_x"], weights["W_h"], weights["b"]
+            H = W_h.shape[0]
+            state = xs.new_zeros(N, H)
+            states = [None] * T
+            for t in (range(T - 1, -1, -1) if reverse else range(T)):
+                x_part = xs[:, t] @ W_x + b
+                h_part = state @ W_h
+                reset = torch.sigmoid(x_part[:, :H] + h_part[:, :H])
+                update = torch.sigmoid(x_part[:, H:2 * H] + h_part[:, H:2 * H])
+                new_state = (1 - update) * state + update * torch.tanh(x_part[:, 2 * H:] + reset * h_part[:, 2 * H:])
+                state = torch.where(real[:, t, None], new_state, state)
+                states[t] = torch.where(real[:, t, None], new_state, torch.zeros_like(new_state))
+            return torch.stack(states, dim=1)
+
+        states = embedded
+        for depth, weights in enumerate(layers):
+            states = read(states, weights, reverse=depth % 2 == 1)
+        return states
+    """),
+    ("ch6b_bigru_torch", "interleaved_encoder", "every layer reads left to right", """
+        N, T, _ = embedded.shape
+        states = embedded
+        for weights in layers:
+            W_x, W_h, b = weights["W_x"], weights["W_h"], weights["b"]
+            H = W_h.shape[0]
+            state, outputs = states.new_zeros(N, H), []
+            for t in range(T):
+                x_part = states[:, t] @ W_x + b
+                h_part = state @ W_h[:, :2 * H]
+                reset = torch.sigmoid(x_part[:, :H] + h_part[:, :H])
+                update = torch.sigmoid(x_part[:, H:2 * H] + h_part[:, H:])
+                state = (1 - update) * state + update * torch.tanh(x_part[:, 2 * H:] + (reset * state) @ W_h[:, 2 * H:])
+                outputs.append(state * (t < torch.as_tensor(lengths))[:, None])
+            states = torch.stack(outputs, dim=1)
         return states
     """),
 ]
 
 REFERENCE_CALLS = [
-    ("ch6b_bigru_torch", "gru_direction", "the torch track's GRU in the lectures' form", """
+    ("ch6b_bigru_torch", "interleaved_encoder", "the torch track's GRU in the lectures' form, layer by layer", """
         from attention_course.torch_track import GRU
-        layer = GRU(xs.shape[-1], weights["W_h"].shape[0], reverse=reverse, fused=False, dtype=xs.dtype)
-        mask = torch.arange(xs.shape[1]) < torch.as_tensor(lengths)[:, None]
-        return layer(xs, mask)
+        mask = torch.arange(embedded.shape[1]) < torch.as_tensor(lengths)[:, None]
+        states = embedded
+        for depth, weights in enumerate(layers):
+            layer = GRU(states.shape[-1], weights["W_h"].shape[0], reverse=depth % 2 == 1, fused=False, dtype=states.dtype)
+            states = layer(states, mask)
+        return states
     """),
 ]
