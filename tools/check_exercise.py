@@ -375,13 +375,9 @@ def table(result: Result, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def check_assignment(name: str, folder: Path, options: Options, extra: list[Entry] = ()) -> Result:
-    """Release ``name`` into a course of its own under ``folder``, grade its batch (the solution,
-    the released notebook, the fakes, the graded mutants and ``extra``), screen every mutant and
-    judge the lot."""
-    folder.mkdir(parents=True, exist_ok=True)
-    course = Course(root=folder / "grading", source=SOLUTIONS)
-    release(course, [name])
+def check_assignment(name: str, course: Course, folder: Path, options: Options, extra: list[Entry] = ()) -> Result:
+    """Grade the batch of ``name`` (released in ``course``, a course of its own): the solution, the
+    released notebook, the fakes, the graded mutants and ``extra``; screen every mutant; judge the lot."""
     source = source_notebook(name)
     entries = entries_for(name, source, options) + list(extra)
     result = Result(name, course, entries)
@@ -397,14 +393,20 @@ def check_assignment(name: str, folder: Path, options: Options, extra: list[Entr
 
 def check_assignments(names: list[str], folder: Path, options: Options,
                       extra: dict[str, list[Entry]] | None = None, echo=print) -> dict[str, Result]:
-    """``check_assignment`` for each name, ``options.jobs`` at a time; each table is echoed when done."""
+    """``check_assignment`` for each name, ``options.jobs`` at a time, each in a course of its own
+    under ``folder``; each table is echoed when it is done."""
     from concurrent.futures import ThreadPoolExecutor
 
     extra = extra or {}
+    courses = {}
+    for name in names:  # first, one at a time: nbgrader's release changes the process's directory
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        courses[name] = Course(root=folder / name / "grading", source=SOLUTIONS)
+        release(courses[name], [name])
     results = {}
     with ThreadPoolExecutor(max(1, options.jobs)) as pool:
-        futures = {name: pool.submit(check_assignment, name, folder / name, options, extra.get(name, []))
-                   for name in names}
+        futures = {name: pool.submit(check_assignment, name, courses[name], folder / name, options,
+                                     extra.get(name, [])) for name in names}
         for name in names:
             results[name] = futures[name].result()
             echo("\n" + table(results[name], options.verbose))

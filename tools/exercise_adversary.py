@@ -456,6 +456,12 @@ def _node_edits(node, source: str) -> list[tuple[str, object, str]]:
                 edits.append(("dropped call", node, _paren(receiver)))
             elif node.args:
                 edits.append(("dropped call", node, _paren(node.args[0])))
+        if name == "einsum" and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            for spec in _einsum_swaps(node.args[0].value):
+                new = copy.deepcopy(node)
+                new.args[0] = ast.Constant(value=spec)
+                edits.append(("another axis", node, _paren(new)))
         if name == "where" and len(node.args) == 3:
             edits.append(("mask ignored", node, _paren(node.args[1])))
             edits.append(("mask ignored", node, _paren(node.args[2])))
@@ -484,6 +490,26 @@ def _node_edits(node, source: str) -> list[tuple[str, object, str]]:
     elif isinstance(node, ast.Subscript):
         edits += _index_edits(node)
     return edits
+
+
+def _einsum_swaps(spec: str) -> list[str]:
+    """The subscripts with two neighbouring letters of one operand (or of the output) swapped."""
+    found = []
+    parts = spec.replace(" ", "").split("->")
+    operands = parts[0].split(",")
+    for index, operand in enumerate(operands + parts[1:]):
+        for position in range(len(operand) - 1):
+            if operand[position] == operand[position + 1] or "." in operand[position:position + 2]:
+                continue
+            swapped = operand[:position] + operand[position + 1] + operand[position] + operand[position + 2:]
+            new_operands = list(operands)
+            output = parts[1:]
+            if index < len(operands):
+                new_operands[index] = swapped
+            else:
+                output = [swapped]
+            found.append(",".join(new_operands) + ("->" + output[0] if output else ""))
+    return found
 
 
 def _shift(expr, delta: int):

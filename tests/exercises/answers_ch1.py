@@ -10,13 +10,13 @@ WRONG_ANSWERS = [
         g = np.tanh(a[:, 2 * H:3 * H])
         c = f * c_prev + i * g
         o = sigmoid(a[:, 3 * H:] + P[2] * c_prev)
-        tanh_c = np.tanh(c)
-        return o * tanh_c, c, (x, h_prev, c_prev, W_x, W_h, P, i, f, g, o, c, tanh_c)
+        squashed_c = np.tanh(c)
+        return o * squashed_c, c, (x, h_prev, c_prev, W_x, W_h, P, i, f, g, o, c, squashed_c)
     """),
     ("ch1a_peephole_lstm", "peephole_lstm_backward", "c_t's path through the output gate's peephole is missed", """
-        x, h_prev, c_prev, W_x, W_h, P, i, f, g, o, c, tanh_c = cache
-        da_o = dh * tanh_c * o * (1.0 - o)
-        dc_total = dc + dh * o * (1.0 - tanh_c ** 2)
+        x, h_prev, c_prev, W_x, W_h, P, i, f, g, o, c, squashed_c = cache
+        da_o = dh * squashed_c * o * (1.0 - o)
+        dc_total = dc + dh * o * (1.0 - squashed_c ** 2)
         da_i, da_f, da_g = dc_total * g * i * (1.0 - i), dc_total * c_prev * f * (1.0 - f), dc_total * i * (1.0 - g ** 2)
         da = np.concatenate([da_i, da_f, da_g, da_o], axis=1)
         dP = np.stack([(da_i * c_prev).sum(axis=0), (da_f * c_prev).sum(axis=0), (da_o * c).sum(axis=0)])
@@ -24,9 +24,9 @@ WRONG_ANSWERS = [
                 da.sum(axis=0), dP)
     """),
     ("ch1a_peephole_lstm", "peephole_lstm_backward", "c_prev's paths through the gates' peepholes are missed", """
-        x, h_prev, c_prev, W_x, W_h, P, i, f, g, o, c, tanh_c = cache
-        da_o = dh * tanh_c * o * (1.0 - o)
-        dc_total = dc + dh * o * (1.0 - tanh_c ** 2) + da_o * P[2]
+        x, h_prev, c_prev, W_x, W_h, P, i, f, g, o, c, squashed_c = cache
+        da_o = dh * squashed_c * o * (1.0 - o)
+        dc_total = dc + dh * o * (1.0 - squashed_c ** 2) + da_o * P[2]
         da_i, da_f, da_g = dc_total * g * i * (1.0 - i), dc_total * c_prev * f * (1.0 - f), dc_total * i * (1.0 - g ** 2)
         da = np.concatenate([da_i, da_f, da_g, da_o], axis=1)
         dP = np.stack([(da_i * c_prev).sum(axis=0), (da_f * c_prev).sum(axis=0), (da_o * c).sum(axis=0)])
