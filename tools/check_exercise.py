@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import exercise_adversary as adversary  # noqa: E402
 from autograder.course import Course  # noqa: E402
+from autograder.errors import GradingError  # noqa: E402
 from autograder.grading import GradeOptions, autograde  # noqa: E402
 from autograder.references import reference_path  # noqa: E402
 from autograder.release import release  # noqa: E402
@@ -343,7 +344,7 @@ def table(result: Result, verbose: bool = False) -> str:
     entries = result.entries
     shown = [e for e in entries if verbose or e.mutant is None or not e.verdict.startswith("ok")]
     labels = [e.label if e.mutant is None else f"mutant {e.mutant.description}" for e in shown]
-    width = min(max(len(label) for label in labels) + 2, 110)
+    width = min(max((len(label) for label in labels), default=10) + 2, 110)
     points = next((e.max_score for e in entries if e.max_score), 0)
     timing = ", ".join(f"{key} {value:.0f} s" for key, value in result.seconds.items())
     lines = [f"{result.name} ({points:g} points; {timing})",
@@ -408,7 +409,10 @@ def check_assignments(names: list[str], folder: Path, options: Options,
         futures = {name: pool.submit(check_assignment, name, courses[name], folder / name, options,
                                      extra.get(name, [])) for name in names}
         for name in names:
-            results[name] = futures[name].result()
+            try:
+                results[name] = futures[name].result()
+            except GradingError as exc:  # the grader refuses the assignment: the others go on
+                results[name] = Result(name, courses[name], [], notes=[f"{name}: the grader refuses it: {exc}"])
             echo("\n" + table(results[name], options.verbose))
     return results
 
