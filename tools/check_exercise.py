@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import exercise_adversary as adversary  # noqa: E402
 from autograder.course import Course  # noqa: E402
+from autograder.errors import GradingError  # noqa: E402
 from autograder.grading import GradeOptions, autograde  # noqa: E402
 from autograder.references import reference_path  # noqa: E402
 from autograder.release import release  # noqa: E402
@@ -102,7 +104,11 @@ def _kernel(nb, folder: Path) -> nbformat.NotebookNode:
                             kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(specs.parent)]))
     client = NotebookClient(nb, km=manager, timeout=300, allow_errors=True, kernel_name="python3",
                             resources={"metadata": {"path": str(folder)}})
-    client.execute()
+    try:
+        client.execute()
+    finally:
+        if manager.has_kernel:
+            manager.shutdown_kernel(now=True)
     return nb
 
 
@@ -139,6 +145,17 @@ def check_in_kernel(name: str, course: Course, folder: Path) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------
 # 2. Through the grader
+@dataclass
+class Options:
+    adversarial: bool = False
+    mutants: int | None = None                       # how many mutants go through the grader (None: all)
+    seed: int = 0                                    # which sample of mutants
+    alone: tuple = adversary.FAKE_KINDS              # the fakes also tried one answer function at a time
+    workers: int = 2                                 # grading processes per assignment
+    jobs: int = 1                                    # assignments graded at once
+    verbose: bool = False
+
+
 def handed_in(course: Course, name: str, answers: dict[str, str]) -> nbformat.NotebookNode:
     """The released notebook with ``answers`` (grade_id -> source) typed in, as a student hands it in."""
     nb = nbformat.read(course.release_dir(name) / f"{name}.ipynb", as_version=4)
@@ -158,21 +175,46 @@ class Entry:
 
     student: str
     label: str
-    expect: str               # "full", "zero", "loses" or "report"
+    expect: str               # "full", "zero", "loses", "flagged" (for review) or "report"
     answers: dict | None      # grade_id -> source; None: the released notebook as it is
     mutant: adversary.Mutant | None = None
     graded: bool = True       # through the grader (a mutant not graded is screened only)
     screened: str = ""        # the screen's verdict on a mutant
     score: float | None = None
     max_score: float | None = None
+    status: str = ""
+    flags: list = field(default_factory=list)
     records: dict = field(default_factory=dict)
     verdict: str = ""
 
+    @property
+    def problem(self) -> bool:
+        return self.verdict.startswith(("PROBLEM", "SURVIVES", "NOT GRADED"))
 
-def _entries(name: str, source, adversarial: bool, mutant_limit: int | None, seed: int) -> list[Entry]:
+
+@dataclass
+class Result:
+    name: str
+    course: Course
+    entries: list
+    seconds: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        found = list(self.notes)
+        for entry in self.entries:
+            if entry.problem:
+                what = f"mutant {entry.mutant.description}" if entry.mutant is not None else entry.label
+                found.append(f"{self.name}: {what}: {entry.score}/{entry.max_score}: {entry.verdict}")
+        return found
+
+
+def entries_for(name: str, source, options: Options) -> list[Entry]:
+    """The solution, the released notebook and, with ``options.adversarial``, the fakes and mutants."""
     entries = [Entry("solution", "solution", "full", solution_answers(source)),
                Entry("released", "released", "zero", None)]
-    if not adversarial:
+    if not options.adversarial:
         return entries
     functions = adversary.answer_functions(source)
     base = solution_answers(source)
@@ -181,44 +223,42 @@ def _entries(name: str, source, adversarial: bool, mutant_limit: int | None, see
                              {**base, **adversary.fake_answers(source, kind)}))
     if len(functions) > 1:
         for function in functions:
-            for kind in adversary.FAKE_KINDS:
+            for kind in options.alone:
                 entries.append(Entry(f"fake-{kind}-{function}"[:64], f"fake {kind}: {function} alone", "loses",
                                      {**base, **adversary.fake_answers(source, kind, only=function)}))
     found = adversary.mutants(source)
-    graded = adversary.sample(found, mutant_limit, seed)
+    graded = adversary.sample(found, options.mutants, options.seed)
     for index, mutant in enumerate(found):
-        entry = Entry(f"mutant-{index:04d}", mutant.description, "loses", {**base, mutant.grade_id: mutant.source},
-                      mutant=mutant)
-        entry.graded = mutant in graded
-        entries.append(entry)
-    print(f"{name}: {len(found)} mutants ({len(graded)} through the grader, the others screened in a process "
-          f"of their own), {sum(e.graded for e in entries)} submissions to grade")
+        entries.append(Entry(f"mutant-{index:04d}", mutant.description, "loses",
+                             {**base, mutant.grade_id: mutant.source}, mutant=mutant, graded=mutant in graded))
     return entries
 
 
-def grade_batch(course: Course, name: str, entries: list[Entry], folder: Path, workers: int,
-                extra: list[Path]) -> dict:
-    submissions = folder / "submissions" / name
+def grade_batch(course: Course, name: str, entries: list[Entry], folder: Path, workers: int) -> float:
+    """Grade every entry to be graded in one batch, as a class is graded; returns the seconds it took."""
+    submissions = folder / "submissions"
     submissions.mkdir(parents=True)
     for entry in entries:
         if not entry.graded:
             continue
+        if entry.answers is None and entry.expect == "report":
+            continue  # written by the caller
         nb = handed_in(course, name, entry.answers) if entry.answers is not None else \
             nbformat.read(course.release_dir(name) / f"{name}.ipynb", as_version=4)
         nbformat.write(nb, submissions / f"{entry.student}.ipynb")
-    for index, path in enumerate(extra):
-        (submissions / f"submission{index + 1}.ipynb").write_bytes(path.read_bytes())
-        entries.append(Entry(f"submission{index + 1}", str(path), "report", None))
+    for entry in entries:
+        if entry.expect == "report" and entry.answers is None:
+            (submissions / f"{entry.student}.ipynb").write_bytes(Path(entry.label).read_bytes())
     import_submissions(course, name, source=submissions)
     started = time.monotonic()
     report = autograde(course, name, GradeOptions(workers=workers, notebook_timeout=300), echo=lambda line: None)
-    seconds = time.monotonic() - started
     for entry in entries:
         result = report["students"].get(entry.student, {})
         entry.score, entry.max_score = result.get("score"), result.get("max_score")
+        entry.status, entry.flags = result.get("status", ""), list(result.get("flags", []))
         entry.records = {grade_id: record for notebook in result.get("notebooks", {}).values()
                          for grade_id, record in notebook.get("tests", {}).items()}
-    return {"seconds": seconds, "report": report}
+    return time.monotonic() - started
 
 
 def judge(entries: list[Entry]) -> None:
@@ -232,11 +272,14 @@ def judge(entries: list[Entry]) -> None:
             continue
         full = entry.score == entry.max_score and entry.max_score > 0
         if entry.expect == "full":
-            entry.verdict = "ok" if full else "PROBLEM: not full marks"
+            entry.verdict = "ok" if full and entry.status == "graded" else \
+                f"PROBLEM: not full marks, or flagged ({entry.flags[:1]})"
         elif entry.expect == "zero":
             entry.verdict = "ok" if entry.score == 0 else "PROBLEM: scores"
         elif entry.expect == "loses":
             entry.verdict = "ok" if entry.score < entry.max_score else "PROBLEM: keeps full marks"
+        elif entry.expect == "flagged":
+            entry.verdict = "ok" if entry.status == "flagged" else "PROBLEM: not flagged for review"
         else:
             entry.verdict = "reported"
 
@@ -280,79 +323,108 @@ def screen_mutants(name: str, entries: list[Entry], folder: Path, workers: int) 
     job_path, out_path = folder / f"{name}-mutants.json", folder / f"{name}-mutants-out.json"
     job_path.write_text(json.dumps(job))
     started = time.monotonic()
+    # one thread each: the screen forks a process per mutant, and a forked OpenMP pool can deadlock
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "exercise_adversary.py"), "run",
-                          str(job_path), str(out_path)], capture_output=True, text=True, cwd=folder)
+                          str(job_path), str(out_path)], capture_output=True, text=True, cwd=folder, env=env)
     if run.returncode != 0 or not out_path.exists():
         for entry in mutants:
             entry.screened = f"not screened: {run.stderr.strip()[-300:]}"
         return {"seconds": time.monotonic() - started}
     result = json.loads(out_path.read_text())
-    for problem in result["problems"]:
-        print(f"{name}: PROBLEM while recording the calls of the solution's tests: {problem}")
     for entry in mutants:
         entry.screened = result["mutants"].get(entry.student, "not screened")
     result["seconds"] = time.monotonic() - started
     return result
 
 
-def print_table(name: str, entries: list[Entry], seconds: float, screen_seconds: float | None, verbose: bool) -> None:
-    width = max(len(e.label) for e in entries if e.mutant is None) + 2
+def table(result: Result, verbose: bool = False) -> str:
+    """The result of one assignment as a table: every submission but the mutants that lost points
+    (all of them with ``verbose``), and a summary of the mutants by kind."""
+    entries = result.entries
+    shown = [e for e in entries if verbose or e.mutant is None or not e.verdict.startswith("ok")]
+    labels = [e.label if e.mutant is None else f"mutant {e.mutant.description}" for e in shown]
+    width = min(max((len(label) for label in labels), default=10) + 2, 110)
     points = next((e.max_score for e in entries if e.max_score), 0)
-    screened = f", mutants screened in {screen_seconds:.0f} s" if screen_seconds is not None else ""
-    print(f"\n{name} ({points:g} points; graded in {seconds:.0f} s{screened})")
-    print(f"  {'submission':<{width}} {'score':>9}  {'expected':<11} verdict")
-    expected = {"full": "full marks", "zero": "0", "loses": "< full", "report": ""}
-    for entry in entries:
-        if entry.mutant is not None and not verbose and entry.verdict.startswith(("ok", "equivalent")):
-            continue
+    timing = ", ".join(f"{key} {value:.0f} s" for key, value in result.seconds.items())
+    lines = [f"{result.name} ({points:g} points; {timing})",
+             f"  {'submission':<{width}} {'score':>9}  {'expected':<11} verdict"]
+    expected = {"full": "full marks", "zero": "0", "loses": "< full", "flagged": "flagged", "report": ""}
+    for entry, label in zip(shown, labels):
         score = "-" if entry.score is None else f"{entry.score:g}/{entry.max_score:g}"
-        label = entry.label if entry.mutant is None else f"mutant {entry.mutant.description}"
-        print(f"  {label:<{width}} {score:>9}  {expected[entry.expect]:<11} {entry.verdict}")
+        if len(label) > width:
+            label = label[:width - 3] + "..."
+        lines.append(f"  {label:<{width}} {score:>9}  {expected[entry.expect]:<11} {entry.verdict}")
     mutants = [e for e in entries if e.mutant is not None]
     if mutants:
         killed = sum(e.verdict.startswith("ok") for e in mutants)
         equivalent = sum(e.verdict == "equivalent" for e in mutants)
-        survived = len(mutants) - killed - equivalent
+        graded = sum(e.graded for e in mutants)
+        share = f" ({100 * killed / (len(mutants) - equivalent):.1f}% of the non-equivalent lose points)" \
+            if len(mutants) > equivalent else ""
+        lines.append(f"  mutants: {len(mutants)} ({graded} graded, {len(mutants) - graded} screened): {killed} lose "
+                     f"points, {equivalent} equivalent, {len(mutants) - killed - equivalent} survive{share}")
         by_kind: dict[str, list[int]] = {}
         for e in mutants:
-            by_kind.setdefault(e.mutant.kind, [0, 0])
-            by_kind[e.mutant.kind][0] += 1
-            by_kind[e.mutant.kind][1] += e.verdict.startswith("ok")
-        graded = sum(e.graded for e in mutants)
-        print(f"  mutants: {len(mutants)} ({graded} graded, {len(mutants) - graded} screened), {killed} lose points, {equivalent} equivalent, {survived} survive"
-              + (f" ({100 * killed / (len(mutants) - equivalent):.1f}% of the non-equivalent lose points)"
-                 if len(mutants) > equivalent else ""))
-        print("    " + ", ".join(f"{kind} {k}/{n}" for kind, (n, k) in sorted(by_kind.items())))
+            counts = by_kind.setdefault(e.mutant.kind, [0, 0])
+            counts[0] += 1
+            counts[1] += e.verdict.startswith("ok")
+        lines.append("    by kind (lose points / all): " +
+                     ", ".join(f"{kind} {k}/{n}" for kind, (n, k) in sorted(by_kind.items())))
+    for note in result.notes:
+        lines.append(f"  PROBLEM: {note}")
+    return "\n".join(lines)
 
 
-def problems_of(name: str, entries: list[Entry]) -> list[str]:
-    found = []
-    for entry in entries:
-        if entry.verdict.startswith(("PROBLEM", "SURVIVES", "NOT GRADED")):
-            what = f"mutant {entry.mutant.description}" if entry.mutant is not None else entry.label
-            found.append(f"{name}: {what}: {entry.score}/{entry.max_score}: {entry.verdict}")
-    return found
+def check_assignment(name: str, course: Course, folder: Path, options: Options, extra: list[Entry] = ()) -> Result:
+    """Grade the batch of ``name`` (released in ``course``, a course of its own): the solution, the
+    released notebook, the fakes, the graded mutants and ``extra``; screen every mutant; judge the lot."""
+    source = source_notebook(name)
+    entries = entries_for(name, source, options) + list(extra)
+    result = Result(name, course, entries)
+    result.seconds["graded"] = grade_batch(course, name, entries, folder, options.workers)
+    if any(e.mutant is not None for e in entries):
+        screen = screen_mutants(name, entries, folder, options.workers)
+        result.seconds["mutants screened"] = screen.get("seconds", 0.0)
+        result.notes += [f"the solution's tests fail when run with the calls recorded: {p}"
+                         for p in screen.get("problems", [])]
+    judge(entries)
+    return result
 
 
-def check_with_grader(names: list[str], course: Course, folder: Path, extra: list[Path], *,
-                      adversarial: bool = False, mutant_limit: int | None = None, seed: int = 0,
-                      workers: int = 2, verbose: bool = False) -> list[str]:
-    problems = []
-    for name in names:
-        source = source_notebook(name)
-        entries = _entries(name, source, adversarial, mutant_limit, seed)
-        batch = grade_batch(course, name, entries, folder, workers, extra)
-        if verbose or not adversarial:
-            for entry in (e for e in entries if e.graded):
-                print(f"{name} / {entry.student}: {entry.score}/{entry.max_score}")
-                for grade_id, record in entry.records.items():
-                    mark = "pass" if record.get("passed") else "FAIL"
-                    print(f"    {mark} {grade_id} ({record.get('seconds', 0):.2f} s) {record.get('message', '')[:300]}")
-        screen = screen_mutants(name, entries, folder, workers)
-        judge(entries)
-        print_table(name, entries, batch["seconds"], screen.get("seconds"), verbose)
-        problems += problems_of(name, entries)
-    return problems
+def check_assignments(names: list[str], folder: Path, options: Options,
+                      extra: dict[str, list[Entry]] | None = None, echo=print) -> dict[str, Result]:
+    """``check_assignment`` for each name, ``options.jobs`` at a time, each in a course of its own
+    under ``folder``; each table is echoed when it is done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    extra = extra or {}
+    courses = {}
+    for name in names:  # first, one at a time: nbgrader's release changes the process's directory
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        courses[name] = Course(root=folder / name / "grading", source=SOLUTIONS)
+        release(courses[name], [name])
+    results = {}
+    with ThreadPoolExecutor(max(1, options.jobs)) as pool:
+        futures = {name: pool.submit(check_assignment, name, courses[name], folder / name, options,
+                                     extra.get(name, [])) for name in names}
+        for name in names:
+            try:
+                results[name] = futures[name].result()
+            except GradingError as exc:  # the grader refuses the assignment: the others go on
+                results[name] = Result(name, courses[name], [], notes=[f"{name}: the grader refuses it: {exc}"])
+            echo("\n" + table(results[name], options.verbose))
+    return results
+
+
+def _print_records(result: Result) -> None:
+    for entry in result.entries:
+        if not entry.graded:
+            continue
+        print(f"{result.name} / {entry.student}: {entry.score}/{entry.max_score}")
+        for grade_id, record in entry.records.items():
+            mark = "pass" if record.get("passed") else "FAIL"
+            print(f"    {mark} {grade_id} ({record.get('seconds', 0):.2f} s) {record.get('message', '')[:300]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,9 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-kernel", action="store_true", help="skip the kernel runs")
     parser.add_argument("--adversarial", action="store_true", help="fakes and mutants must lose points")
     parser.add_argument("--mutants", type=int, default=None, metavar="N",
-                        help="grade a sample of N mutants per exercise (default: all)")
+                        help="grade a sample of N mutants per exercise (default: all); the others are screened")
     parser.add_argument("--seed", type=int, default=0, help="which sample of mutants (with --mutants)")
-    parser.add_argument("--workers", type=int, default=2, help="grading processes (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="grading processes per assignment (default 2)")
+    parser.add_argument("--jobs", type=int, default=1, help="assignments graded at once (default 1)")
     parser.add_argument("--verbose", action="store_true", help="every mutant and test record")
     parser.add_argument("--source", type=Path, default=SOLUTIONS,
                         help="the folder of source assignments (default: solutions/)")
@@ -379,23 +452,31 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name an assignment, or --all")
     if args.submission and len(names) != 1:
         parser.error("--submission goes with exactly one assignment")
+    for number in (args.workers, args.jobs):
+        if number < 1:
+            parser.error("--workers and --jobs take a number >= 1")
     if args.mutants is not None and args.mutants < 0:
         parser.error("--mutants takes a number >= 0")
     for name in names:
         source_notebook(name)
+    options = Options(adversarial=args.adversarial, mutants=args.mutants, seed=args.seed, workers=args.workers,
+                      jobs=args.jobs, verbose=args.verbose)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="check-exercise-") as tmp:
         folder = Path(tmp)
-        course = Course(root=folder / "grading", source=SOLUTIONS)
-        for line in release(course, names):
-            print(line)
         problems = []
         if not args.no_kernel:
+            course = Course(root=folder / "kernel-runs" / "grading", source=SOLUTIONS)
+            release(course, names)
             for name in names:
-                problems += check_in_kernel(name, course, folder)
-        problems += check_with_grader(names, course, folder, args.submission, adversarial=args.adversarial,
-                                      mutant_limit=args.mutants, seed=args.seed, workers=args.workers,
-                                      verbose=args.verbose)
+                problems += check_in_kernel(name, course, folder / "kernel-runs")
+        extra = {names[0]: [Entry(f"submission{index + 1}", str(path.resolve()), "report", None)
+                            for index, path in enumerate(args.submission)]} if args.submission else {}
+        results = check_assignments(names, folder / "graded", options, extra)
+        for result in results.values():
+            if args.verbose or not args.adversarial or args.submission:
+                _print_records(result)
+            problems += result.problems
     for problem in problems:
         print("PROBLEM:", problem)
     print(f"{'all expectations met' if not problems else f'{len(problems)} problem(s)'} "

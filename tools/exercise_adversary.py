@@ -405,6 +405,9 @@ def _is_mask_name(node) -> bool:
 def _node_edits(node, source: str) -> list[tuple[str, object, str]]:
     """(kind, node to replace, replacement text) for one expression node."""
     edits = []
+    if isinstance(node, ast.BinOp) and (_is_mask_name(node.left) or _is_mask_name(node.right)):
+        other = node.right if _is_mask_name(node.left) else node.left
+        edits.append(("mask ignored", node, _paren(other)))
     if isinstance(node, ast.BinOp):
         for other in BINOP_SWAP.get(type(node.op), []):
             kind = "flipped sign" if isinstance(node.op, (ast.Add, ast.Sub)) else "another operator"
@@ -453,6 +456,12 @@ def _node_edits(node, source: str) -> list[tuple[str, object, str]]:
                 edits.append(("dropped call", node, _paren(receiver)))
             elif node.args:
                 edits.append(("dropped call", node, _paren(node.args[0])))
+        if name == "einsum" and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            for spec in _einsum_swaps(node.args[0].value):
+                new = copy.deepcopy(node)
+                new.args[0] = ast.Constant(value=spec)
+                edits.append(("another axis", node, _paren(new)))
         if name == "where" and len(node.args) == 3:
             edits.append(("mask ignored", node, _paren(node.args[1])))
             edits.append(("mask ignored", node, _paren(node.args[2])))
@@ -480,10 +489,27 @@ def _node_edits(node, source: str) -> list[tuple[str, object, str]]:
             edits.append(("swapped values", node, _paren(new)))
     elif isinstance(node, ast.Subscript):
         edits += _index_edits(node)
-    if isinstance(node, ast.BinOp) and (_is_mask_name(node.left) or _is_mask_name(node.right)):
-        other = node.right if _is_mask_name(node.left) else node.left
-        edits.append(("mask ignored", node, _paren(other)))
     return edits
+
+
+def _einsum_swaps(spec: str) -> list[str]:
+    """The subscripts with two neighbouring letters of one operand (or of the output) swapped."""
+    found = []
+    parts = spec.replace(" ", "").split("->")
+    operands = parts[0].split(",")
+    for index, operand in enumerate(operands + parts[1:]):
+        for position in range(len(operand) - 1):
+            if operand[position] == operand[position + 1] or "." in operand[position:position + 2]:
+                continue
+            swapped = operand[:position] + operand[position + 1] + operand[position] + operand[position + 2:]
+            new_operands = list(operands)
+            output = parts[1:]
+            if index < len(operands):
+                new_operands[index] = swapped
+            else:
+                output = [swapped]
+            found.append(",".join(new_operands) + ("->" + output[0] if output else ""))
+    return found
 
 
 def _shift(expr, delta: int):
@@ -534,8 +560,14 @@ def _statement_edits(statement, assigned_before: set[str], source: str) -> list[
             edits.append(("dropped statement", statement, "pass"))
     elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
         edits.append(("dropped statement", statement, "pass"))
-    elif isinstance(statement, ast.Return) and isinstance(statement.value, ast.Tuple) and len(statement.value.elts) >= 2:
-        pass  # the tuple's own "swapped values" edits cover it
+    values = []
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        values = [statement.value]
+    elif isinstance(statement, ast.Return) and statement.value is not None:
+        values = statement.value.elts if isinstance(statement.value, ast.Tuple) else [statement.value]
+    for value in values:
+        if isinstance(value, (ast.BinOp, ast.Call, ast.Subscript, ast.Name)):
+            edits.append(("flipped sign", value, f"(-{_paren(value)})"))
     return edits
 
 
@@ -577,10 +609,30 @@ def mutants(nb) -> list[Mutant]:
             if dumped in seen:
                 continue
             seen.add(dumped)
-            before = " ".join(_segment(source, node).split())
-            found.append(Mutant(grade_id=_meta(cell)["grade_id"], line=node.lineno, kind=kind,
-                                before=before[:80], after=" ".join(text.split())[:80], source=new_source))
+            line, before, after = _changed_line(source, new_source)
+            found.append(Mutant(grade_id=_meta(cell)["grade_id"], line=line, kind=kind, before=before, after=after,
+                                source=new_source))
     return found
+
+
+def _changed_line(source: str, new_source: str) -> tuple[int, str, str]:
+    """The first line that differs (1-based), before and after, shortened."""
+    old_lines, new_lines = source.split("\n"), new_source.split("\n")
+    for index, (old, new) in enumerate(zip(old_lines, new_lines)):
+        if old != new:
+            return index + 1, _shorten(old, new), _shorten(new, old)
+    index = min(len(old_lines), len(new_lines))
+    return index + 1, (old_lines[index:] or [""])[0].strip(), (new_lines[index:] or [""])[0].strip()
+
+
+def _shorten(line: str, other: str, room: int = 90) -> str:
+    """``line`` stripped, cut to ``room`` characters around where it differs from ``other``."""
+    line, other = line.strip(), other.strip()
+    if len(line) <= room:
+        return line
+    start = next((i for i, (a, b) in enumerate(zip(line, other)) if a != b), 0)
+    start = max(0, min(start - room // 3, len(line) - room))
+    return ("..." if start else "") + line[start:start + room] + ("..." if start + room < len(line) else "")
 
 
 def _statements(body):
@@ -603,22 +655,25 @@ def _in_docstring(node, tree) -> bool:
 
 
 def sample(found: list[Mutant], limit: int | None, seed: int = 0) -> list[Mutant]:
-    """At most ``limit`` mutants, spread over kinds and lines (all of them when ``limit`` is None)."""
+    """At most ``limit`` mutants, one of each kind of edit in turn (the kinds in an order ``seed``
+    picks), each kind's drawn at random; all of them when ``limit`` is None."""
     if limit is None or len(found) <= limit:
         return list(found)
     import random
 
     rng = random.Random(seed)
-    groups: dict[tuple, list[Mutant]] = {}
+    groups: dict[str, list[Mutant]] = {}
     for mutant in found:
-        groups.setdefault((mutant.kind, mutant.grade_id), []).append(mutant)
-    for group in groups.values():
-        rng.shuffle(group)
+        groups.setdefault(mutant.kind, []).append(mutant)
+    kinds = sorted(groups)
+    rng.shuffle(kinds)
+    for kind in kinds:
+        rng.shuffle(groups[kind])
     chosen: list[Mutant] = []
     while len(chosen) < limit:
-        for key in sorted(groups):
-            if groups[key] and len(chosen) < limit:
-                chosen.append(groups[key].pop())
+        for kind in kinds:
+            if groups[kind] and len(chosen) < limit:
+                chosen.append(groups[kind].pop())
     return sorted(chosen, key=found.index)
 
 
@@ -1074,6 +1129,13 @@ def main(argv: list[str]) -> int:
         print("usage: exercise_adversary.py run JOB.json OUT.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[1]).read_text())
+    try:  # one thread: a process forked from one that ran torch's thread pool can deadlock in it
+        import torch
+
+        torch.set_num_threads(1)
+        torch.set_num_interop_threads(1)
+    except ImportError:
+        pass
     Path(argv[2]).write_text(json.dumps(run_job(job), indent=1))
     return 0
 

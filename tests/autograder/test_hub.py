@@ -42,8 +42,8 @@ from grader_helpers import solution_answers, student_version  # noqa: E402
 from hub_client import HubUser, Service  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-ASSIGNMENT = "ch3a_weight_sum"
-WRONG = "dhs takes the last decoder step only, not the sum over steps"   # a row of WRONG_ANSWERS
+ASSIGNMENT = "ch3a_multi_query_penalty"
+WRONG = "the penalty sends no gradient"   # a row of WRONG_ANSWERS
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the course hub starts servers as other users: needs root")
 
