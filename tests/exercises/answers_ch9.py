@@ -2,33 +2,49 @@
 points, and answers that call the reference implementation."""
 
 WRONG_ANSWERS = [
-    ("ch9a_attention_pooling", "structured_attention_forward", "the softmax over the hops instead of the positions", """
-        hidden = np.tanh(hs @ W_s1)
-        A = masked_softmax(hidden @ W_s2, mask[:, :, None], axis=-1).transpose(0, 2, 1)
-        excess = A @ A.transpose(0, 2, 1) - np.eye(A.shape[1])
-        return A @ hs, A, float((excess ** 2).sum() / len(hs)), (hs, hidden, A, excess, W_s1, W_s2)
+    ("ch9a_key_value_memory", "kv_memory_forward", "the memory network's update, q + o, with no turn by R", """
+        queries, weights = [query], []
+        for R_j in R:
+            p = masked_softmax(np.einsum("nd,nsd->ns", queries[-1], keys), mask)
+            weights.append(p)
+            queries.append(queries[-1] + np.einsum("ns,nsd->nd", p, values))
+        return queries[-1], np.stack(weights, axis=1), (queries, weights, keys, values, R)
     """),
-    ("ch9a_attention_pooling", "structured_attention_forward", "the penalty without the identity: ||A A^T||^2", """
-        hidden = np.tanh(hs @ W_s1)
-        A = masked_softmax((hidden @ W_s2).transpose(0, 2, 1), mask[:, None, :])
-        excess = A @ A.transpose(0, 2, 1)
-        return A @ hs, A, float((excess ** 2).sum() / len(hs)), (hs, hidden, A, excess, W_s1, W_s2)
+    ("ch9a_key_value_memory", "kv_memory_forward", "the turned read alone: q <- o R, the query not carried", """
+        queries, weights = [query], []
+        for R_j in R:
+            p = masked_softmax(np.einsum("nd,nsd->ns", queries[-1], keys), mask)
+            weights.append(p)
+            queries.append(np.einsum("ns,nsd->nd", p, values) @ R_j)
+        return queries[-1], np.stack(weights, axis=1), (queries, weights, keys, values, R)
     """),
-    ("ch9a_attention_pooling", "structured_attention_backward", "the penalty's gradient is 2 (A A^T - I) A", """
-        hs, hidden, A, excess, W_s1, W_s2 = cache
-        dA = dM @ hs.transpose(0, 2, 1) + d_penalty * 2 * excess @ A / len(hs)
-        d_scores = softmax_backward(A, dA).transpose(0, 2, 1)
-        d_pre = (d_scores @ W_s2.T) * (1 - hidden ** 2)
-        return (A.transpose(0, 2, 1) @ dM + d_pre @ W_s1.T, np.einsum("nth,nta->ha", hs, d_pre),
-                np.einsum("nta,ntr->ar", hidden, d_scores))
+    ("ch9a_key_value_memory", "kv_memory_backward", "the keys' and values' gradients kept from the first hop only", """
+        queries, weights, keys, values, R = cache
+        dR = np.zeros_like(R)
+        d_q = d_final
+        for j in range(len(R) - 1, -1, -1):
+            q, p = queries[j], weights[j]
+            dR[j] = (q + np.einsum("ns,nsd->nd", p, values)).T @ d_q
+            d_sum = d_q @ R[j].T
+            d_values = np.einsum("ns,nd->nsd", p, d_sum)
+            d_scores = softmax_backward(p, np.einsum("nd,nsd->ns", d_sum, values))
+            d_keys = np.einsum("ns,nd->nsd", d_scores, q)
+            d_q = d_sum + np.einsum("ns,nsd->nd", d_scores, keys)
+        return d_q, d_keys, d_values, dR
     """),
-    ("ch9a_attention_pooling", "structured_attention_backward", "hs's gradient only as the values of M", """
-        hs, hidden, A, excess, W_s1, W_s2 = cache
-        dA = dM @ hs.transpose(0, 2, 1) + d_penalty * 4 * excess @ A / len(hs)
-        d_scores = softmax_backward(A, dA).transpose(0, 2, 1)
-        d_pre = (d_scores @ W_s2.T) * (1 - hidden ** 2)
-        return (A.transpose(0, 2, 1) @ dM, np.einsum("nth,nta->ha", hs, d_pre),
-                np.einsum("nta,ntr->ar", hidden, d_scores))
+    ("ch9a_key_value_memory", "kv_memory_backward", "the query's gradient only through the scores", """
+        queries, weights, keys, values, R = cache
+        d_keys, d_values, dR = np.zeros_like(keys), np.zeros_like(values), np.zeros_like(R)
+        d_q = d_final
+        for j in range(len(R) - 1, -1, -1):
+            q, p = queries[j], weights[j]
+            dR[j] = (q + np.einsum("ns,nsd->nd", p, values)).T @ d_q
+            d_sum = d_q @ R[j].T
+            d_values += np.einsum("ns,nd->nsd", p, d_sum)
+            d_scores = softmax_backward(p, np.einsum("nd,nsd->ns", d_sum, values))
+            d_keys += np.einsum("ns,nd->nsd", d_scores, q)
+            d_q = np.einsum("ns,nsd->nd", d_scores, keys)
+        return d_q, d_keys, d_values, dR
     """),
     ("ch9b_caption_attention_torch", "gated_grid_attention", "the gate scales the weights' softmax input instead", """
         keys = features @ U_a
