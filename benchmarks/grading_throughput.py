@@ -1,7 +1,7 @@
 """Grading throughput: the sandboxed parallel grader against plain serial ``nbgrader autograde``.
 
-For each assignment (default: a NumPy exercise, ``ch3a_weight_sum``, and a torch one,
-``ch3b_context_torch``), 30 students hand in the reference answers. In one run, each on a fresh
+For each assignment (default: a NumPy exercise, ``ch3a_multi_query_penalty``, and a torch one,
+``ch3b_draw_read_torch``), 30 students hand in the reference answers. In one run, each on a fresh
 copy of the same course, whole commands are timed (start-up included):
 
 1. ``nbgrader autograde`` (serial, unsandboxed: student code runs as you, one kernel per notebook),
@@ -60,12 +60,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--assignment", action="append",
-                        help="an assignment in solutions/ (repeatable; default: ch3a_weight_sum and ch3b_context_torch)")
+                        help="an assignment in solutions/ (repeatable; default: ch3a_multi_query_penalty and ch3b_draw_read_torch)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--repeats", type=int, default=2, help="rounds, in alternating order; the best time counts")
     args = parser.parse_args()
     summary = {}
-    for assignment in args.assignment or ["ch3a_weight_sum", "ch3b_context_torch"]:
+    for assignment in args.assignment or ["ch3a_multi_query_penalty", "ch3b_draw_read_torch"]:
         summary[assignment] = bench(assignment, args)
     print(json.dumps(summary))
 

@@ -48,8 +48,8 @@ from grader_helpers import solution_answers, student_version  # noqa: E402
 from hub_client import HubUser, KernelDied, Service, session, try_login  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-ASSIGNMENT = "ch3a_weight_sum"
-WRONG = "dhs takes the last decoder step only, not the sum over steps"   # a row of WRONG_ANSWERS
+ASSIGNMENT = "ch3a_multi_query_penalty"
+WRONG = "the penalty sends no gradient"   # a row of WRONG_ANSWERS
 # What a student writes into a markdown cell for the instructor's browser (S1).
 PAYLOAD = ('<img src=x onerror="fetch(\'formgrader/api/grade/1\', {method: \'PUT\'})"> '
            '<script>document.title = "owned"</script> [open me](javascript:alert(1))')

@@ -74,9 +74,9 @@ def test_unknown_assignment_is_named(tmp_path):
 
 
 def test_exercise_links_returns_markdown_for_the_real_course():
-    shown = book.exercise_links("ch3a_weight_sum")
+    shown = book.exercise_links("ch3a_multi_query_penalty")
     assert type(shown).__name__ == "Markdown"
-    assert "exercises/ch3a_weight_sum.ipynb" in shown.data
+    assert "exercises/ch3a_multi_query_penalty.ipynb" in shown.data
     with pytest.raises(ValueError):
         book.exercise_links()
 

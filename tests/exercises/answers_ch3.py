@@ -2,42 +2,46 @@
 points, and answers that call the reference implementation."""
 
 WRONG_ANSWERS = [
-    ("ch3a_weight_sum", "weight_sum_backward", "dhs takes the last decoder step only, not the sum over steps", """
-        if a.ndim == 2:
-            return np.einsum("nj,nh->njh", a, dc), np.einsum("nh,njh->nj", dc, hs)
-        return np.einsum("nj,nh->njh", a[:, -1], dc[:, -1]), np.einsum("nih,njh->nij", dc, hs)
+    ("ch3a_multi_query_penalty", "multi_weighted_sum_forward", "the penalty without the identity (overlap only)", """
+        G = A @ A.transpose(0, 2, 1)
+        return A @ hs, (G ** 2).sum(axis=(1, 2)), (hs, A, G - np.eye(A.shape[1]))
     """),
-    ("ch3a_weight_sum", "weight_sum_forward", "the weights' two time axes are swapped", """
-        if a.ndim == 2:
-            return np.einsum("nj,njh->nh", a, hs)
-        return np.einsum("nji,njh->nih", a, hs)
+    ("ch3a_multi_query_penalty", "multi_weighted_sum_backward", "the penalty's gradient counts one of G's two halves", """
+        hs, A, G = cache
+        return A.transpose(0, 2, 1) @ dM, dM @ hs.transpose(0, 2, 1) + 2.0 * dpenalty[:, None, None] * (G @ A)
     """),
-    ("ch3b_context_torch", "context_matmul", "the weights are transposed", """
-        return torch.bmm(a.transpose(1, 2), hs)
+    ("ch3a_multi_query_penalty", "multi_weighted_sum_backward", "the penalty sends no gradient", """
+        hs, A, G = cache
+        return A.transpose(0, 2, 1) @ dM, dM @ hs.transpose(0, 2, 1)
     """),
-    ("ch3b_context_torch", "context_broadcast", "the sum runs over the hidden axis", """
-        return (a[:, :, None] * hs).sum(dim=2)
+    ("ch3b_draw_read_torch", "gaussian_filterbank", "each filter normalised over the filters, not the positions", """
+        offsets = torch.arange(n, dtype=centre.dtype) - (n - 1) / 2
+        means = centre[:, None] + offsets[None, :] * torch.exp(log_delta)[:, None]
+        positions = torch.arange(size, dtype=centre.dtype)
+        logits = -(positions[None, None, :] - means[:, :, None]) ** 2 / (2 * torch.exp(log_sigma2)[:, None, None])
+        return torch.softmax(logits, dim=1)
+    """),
+    ("ch3b_draw_read_torch", "gaussian_filterbank", "the grid of filters is off by half a stride (i - n / 2)", """
+        offsets = torch.arange(n, dtype=centre.dtype) - n / 2
+        means = centre[:, None] + offsets[None, :] * torch.exp(log_delta)[:, None]
+        positions = torch.arange(size, dtype=centre.dtype)
+        logits = -(positions[None, None, :] - means[:, :, None]) ** 2 / (2 * torch.exp(log_sigma2)[:, None, None])
+        return torch.softmax(logits, dim=-1)
+    """),
+    ("ch3b_draw_read_torch", "draw_read", "the row and column filters swapped", """
+        N, rows, columns, D = features.shape
+        F_x = gaussian_filterbank(g_x, log_delta, log_sigma2, n, rows)
+        F_y = gaussian_filterbank(g_y, log_delta, log_sigma2, n, columns)
+        glimpse = torch.einsum("nia,nbad->nijd", F_x, features.transpose(1, 2), F_y)
+        return torch.exp(log_gamma)[:, None, None, None] * glimpse
     """),
 ]
 
 REFERENCE_CALLS = [
-    ("ch3a_weight_sum", "weight_sum_forward", "WeightSum", """
+    ("ch3a_multi_query_penalty", "multi_weighted_sum_forward", "WeightSum, the penalty left out", """
         from attention_course.numpy_track import WeightSum
-        return WeightSum().forward(hs, a)
-    """),
-    ("ch3a_weight_sum", "weight_sum_backward", "a reference layer made before the tests start", """
-        CAPTURED.forward(hs, a)
-        return CAPTURED.backward(dc)
-    """),
-    ("ch3b_context_torch", "context_matmul", "the torch track's WeightSum", """
-        from attention_course.torch_track import WeightSum
-        return WeightSum()(hs, a)
+        layer = WeightSum()
+        M = layer.forward(hs, A)
+        return M, np.zeros(A.shape[0]), (hs, A, A)
     """),
 ]
-
-REFERENCE_CALL_SETUP = {
-    ("ch3a_weight_sum", "weight_sum_backward"): """
-        from attention_course.numpy_track import WeightSum
-        CAPTURED = WeightSum()
-    """,
-}

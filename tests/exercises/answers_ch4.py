@@ -2,46 +2,47 @@
 points, and answers that call the reference implementation."""
 
 WRONG_ANSWERS = [
-    ("ch4a_score_functions", "scaled_dot_score_backward", "the backward pass forgets the 1/sqrt(H)", """
-        return np.einsum("nij,nik->njk", de, s), np.einsum("nij,njk->nik", de, hs)
+    ("ch4a_l2_attention", "l2_attention_forward", "the general (dot) score of the projections, not the distance", """
+        q, k = decoder_states @ W_Q, encoder_states @ W_K
+        weights = masked_softmax(q @ k.transpose(0, 2, 1) / np.sqrt(W_Q.shape[1]), mask[:, None, :])
+        return weights, (decoder_states, encoder_states, W_Q, W_K, q, k, weights)
     """),
-    ("ch4a_score_functions", "general_score_backward", "dW_a is transposed", """
-        dhs = np.einsum("nij,nie->nje", de, s @ W_a)
-        ds = np.einsum("nij,njd->nid", de, hs @ W_a.T)
-        return dhs, ds, np.einsum("nij,nid,nje->ed", de, s, hs)
+    ("ch4a_l2_attention", "l2_attention_forward", "no scaling by the square root of A", """
+        q, k = decoder_states @ W_Q, encoder_states @ W_K
+        squared = ((q[:, :, None, :] - k[:, None, :, :]) ** 2).sum(axis=-1)
+        weights = masked_softmax(-squared, mask[:, None, :])
+        return weights, (decoder_states, encoder_states, W_Q, W_K, q, k, weights)
     """),
-    ("ch4a_score_functions", "additive_score_backward", "the tanh derivative is missing", """
-        joint = np.tanh((s @ W_a)[:, :, None, :] + (hs @ U_a)[:, None, :, :])
-        dv_a = np.einsum("nij,nija->a", de, joint)
-        d_inside = de[..., None] * v_a
-        d_s, d_h = d_inside.sum(axis=2), d_inside.sum(axis=1)
-        return d_h @ U_a.T, d_s @ W_a.T, np.einsum("nid,nia->da", s, d_s), np.einsum("nje,nja->ea", hs, d_h), dv_a
+    ("ch4a_l2_attention", "l2_attention_backward", "the keys' squared lengths send no gradient", """
+        decoder_states, encoder_states, W_Q, W_K, q, k, weights = cache
+        dscores = softmax_backward(weights, dweights) / np.sqrt(W_Q.shape[1])
+        dq = 2.0 * dscores @ k
+        dk = 2.0 * dscores.transpose(0, 2, 1) @ q
+        return (dq @ W_Q.T, dk @ W_K.T, np.einsum("nih,nia->ha", decoder_states, dq),
+                np.einsum("njh,nja->ha", encoder_states, dk))
     """),
-    ("ch4b_masked_softmax", "masked_softmax_backward", "the second term of the softmax Jacobian is missing", """
-        return alpha * dalpha
+    ("ch4b_sparsemax_torch", "masked_sparsemax", "the padding takes part in the threshold", """
+        ordered, _ = torch.sort(scores, dim=-1, descending=True)
+        ranks = torch.arange(1, scores.shape[-1] + 1, dtype=scores.dtype)
+        totals = torch.cumsum(ordered, dim=-1)
+        k = (1 + ranks * ordered > totals).sum(dim=-1, keepdim=True)
+        tau = (torch.gather(totals, -1, k - 1) - 1) / k.to(scores.dtype)
+        return torch.where(mask[:, None, :], torch.clamp(scores - tau, min=0), torch.zeros_like(scores))
     """),
-    ("ch4b_masked_softmax", "masked_softmax", "masked scores filled with -1e9: fully padded rows come out uniform", """
-        masked = np.where(mask[:, None, :], e, -1e9)
-        weights = np.exp(masked - masked.max(axis=-1, keepdims=True))
-        return weights / weights.sum(axis=-1, keepdims=True)
+    ("ch4b_sparsemax_torch", "masked_sparsemax", "the masked softmax instead", """
+        weights = torch.softmax(scores.masked_fill(~mask[:, None, :], float("-inf")), dim=-1)
+        return torch.nan_to_num(weights)
     """),
-    ("ch4b_masked_softmax", "masked_softmax", "no maximum subtracted: large scores overflow", """
-        weights = np.where(mask[:, None, :], np.exp(e), 0.0)
-        total = weights.sum(axis=-1, keepdims=True)
-        return weights / np.where(total > 0, total, 1.0)
-    """),
-    ("ch4b_masked_softmax", "masked_softmax_torch", "-inf and torch.softmax: NaN on fully padded rows", """
-        return torch.softmax(e.masked_fill(~mask[:, None, :], float("-inf")), dim=-1)
+    ("ch4b_sparsemax_torch", "sparsemax_backward", "the mean over the support is not subtracted", """
+        return (weights > 0).to(dweights.dtype) * dweights
     """),
 ]
 
 REFERENCE_CALLS = [
-    ("ch4a_score_functions", "dot_score", "DotScore", """
-        from attention_course.numpy_track import DotScore
-        return DotScore(hs.shape[-1], hs.shape[-1]).forward(hs, s)
-    """),
-    ("ch4b_masked_softmax", "masked_softmax", "the package's masked_softmax", """
-        from attention_course.numpy_track import masked_softmax as reference
-        return reference(e, mask[:, None, :])
+    ("ch4a_l2_attention", "l2_attention_forward", "the general score of the numpy track", """
+        from attention_course.numpy_track import AttentionWeight
+        layer = AttentionWeight("general", encoder_states.shape[-1], decoder_states.shape[-1])
+        weights = layer.forward(encoder_states, decoder_states, mask)
+        return weights, layer
     """),
 ]

@@ -2,51 +2,76 @@
 points, and answers that call the reference implementation."""
 
 WRONG_ANSWERS = [
-    ("ch5a_time_attention", "time_attention_backward", "no gradient to the encoder states through the weighted sum", """
-        hs, s, alpha = cache
-        dscores = softmax_backward(alpha, np.einsum("nih,njh->nij", dcontext, hs))
-        return np.einsum("nij,nih->njh", dscores, s), np.einsum("nij,njh->nih", dscores, hs)
+    ("ch5a_location_attention", "location_attention_forward", "the kernel runs the other way (a convolution, not a correlation)", """
+        T = hs.shape[1]
+        r = Q.shape[0]
+        half = (r - 1) // 2
+        padded = np.pad(alpha_prev, ((0, 0), (half, half)))
+        windows = np.stack([padded[:, m:m + T] for m in range(r)][::-1], axis=-1)
+        act = np.tanh((s @ W_s)[:, None, :] + hs @ W_h + windows @ Q + b)
+        alpha = masked_softmax(act @ w, mask)
+        return np.einsum("nj,njh->nh", alpha, hs), alpha, (s, hs, W_s, W_h, Q, w, windows, act, alpha)
     """),
-    ("ch5a_time_attention", "time_attention_forward", "padding not masked", """
-        alpha = masked_softmax(np.einsum("nih,njh->nij", s, hs), None)
-        return np.einsum("nij,njh->nih", alpha, hs), alpha, (hs, s, alpha)
+    ("ch5a_location_attention", "location_attention_backward", "the encoder states' path through the scores is missed", """
+        s, hs, W_s, W_h, Q, w, windows, act, alpha = cache
+        T, r = hs.shape[1], Q.shape[0]
+        half = (r - 1) // 2
+        dscores = softmax_backward(alpha, dalpha + np.einsum("njh,nh->nj", hs, dcontext))
+        dpre = dscores[:, :, None] * w * (1.0 - act ** 2)
+        dwindows = dpre @ Q.T
+        dpadded = np.zeros((alpha.shape[0], T + r - 1))
+        for m in range(r):
+            dpadded[:, m:m + T] += dwindows[:, :, m]
+        return (dpre.sum(axis=1) @ W_s.T, alpha[:, :, None] * dcontext[:, None, :], dpadded[:, half:half + T],
+                s.T @ dpre.sum(axis=1), np.einsum("njh,nja->ha", hs, dpre), np.einsum("njm,nja->ma", windows, dpre),
+                dpre.sum(axis=(0, 1)), np.einsum("nja,nj->a", act, dscores))
     """),
-    ("ch5b_attention_decoder", "combine_forward", "the state comes first in the concatenation", """
-        joined = np.concatenate([s, context], axis=-1)
-        h_tilde = np.tanh(joined @ W_c + b_c)
-        return h_tilde, (joined, W_c, h_tilde, context.shape[-1])
+    ("ch5a_location_attention", "location_attention_backward", "the gradient arriving at the weights is ignored", """
+        s, hs, W_s, W_h, Q, w, windows, act, alpha = cache
+        T, r = hs.shape[1], Q.shape[0]
+        half = (r - 1) // 2
+        dscores = softmax_backward(alpha, np.einsum("njh,nh->nj", hs, dcontext))
+        dpre = dscores[:, :, None] * w * (1.0 - act ** 2)
+        dwindows = dpre @ Q.T
+        dpadded = np.zeros((alpha.shape[0], T + r - 1))
+        for m in range(r):
+            dpadded[:, m:m + T] += dwindows[:, :, m]
+        return (dpre.sum(axis=1) @ W_s.T, alpha[:, :, None] * dcontext[:, None, :] + dpre @ W_h.T,
+                dpadded[:, half:half + T], s.T @ dpre.sum(axis=1), np.einsum("njh,nja->ha", hs, dpre),
+                np.einsum("njm,nja->ma", windows, dpre), dpre.sum(axis=(0, 1)), np.einsum("nja,nj->a", act, dscores))
     """),
-    ("ch5b_attention_decoder", "combine_backward", "dW_c from the first example only (not summed over the batch)", """
-        joined, W_c, h_tilde, H_enc = cache
-        d_pre = dh_tilde * (1 - h_tilde ** 2)
-        d_joined = d_pre @ W_c.T
-        dW_c = np.einsum("tk,th->kh", joined[0], d_pre[0])
-        return d_joined[..., :H_enc], d_joined[..., H_enc:], dW_c, d_pre.sum(axis=(0, 1))
+    ("ch5b_input_feeding_torch", "input_feeding_decoder", "the context is fed back, not the attentional vector", """
+        s, fed = s0, torch.zeros_like(s0)
+        h_tildes, alphas = [], []
+        for i in range(ys.shape[1]):
+            s, h_tilde, alpha = input_feeding_step(ys[:, i], s, fed, hs, mask, W_x, W_h, b, W_a, W_c, b_c)
+            fed = torch.einsum("nj,njh->nh", alpha, hs)[:, :s0.shape[1]]
+            h_tildes.append(h_tilde)
+            alphas.append(alpha)
+        return torch.stack(h_tildes, dim=1), torch.stack(alphas, dim=1)
     """),
-    ("ch5b_attention_decoder", "decoder_outputs_torch", "padding not masked", """
-        alpha = torch.softmax((s @ W_a) @ hs.transpose(1, 2), dim=-1)
-        h_tilde = torch.tanh(torch.cat([alpha @ hs, s], dim=-1) @ W_c + b_c)
-        return h_tilde @ W_o + b_o, alpha
+    ("ch5b_input_feeding_torch", "input_feeding_decoder", "nothing is fed back (Luong's decoder of the chapter)", """
+        s = s0
+        h_tildes, alphas = [], []
+        for i in range(ys.shape[1]):
+            s, h_tilde, alpha = input_feeding_step(ys[:, i], s, torch.zeros_like(s0), hs, mask, W_x, W_h, b, W_a, W_c, b_c)
+            h_tildes.append(h_tilde)
+            alphas.append(alpha)
+        return torch.stack(h_tildes, dim=1), torch.stack(alphas, dim=1)
+    """),
+    ("ch5b_input_feeding_torch", "input_feeding_step", "the padding is not masked", """
+        s = torch.tanh(torch.cat([y, h_tilde_prev], dim=-1) @ W_x + s_prev @ W_h + b)
+        alpha = torch.softmax(torch.einsum("nh,njh->nj", s @ W_a, hs), dim=-1)
+        context = torch.einsum("nj,njh->nh", alpha, hs)
+        return s, torch.tanh(torch.cat([context, s], dim=-1) @ W_c + b_c), alpha
     """),
 ]
 
 REFERENCE_CALLS = [
-    ("ch5a_time_attention", "time_attention_forward", "TimeAttention", """
-        from attention_course.numpy_track import TimeAttention
-        layer = TimeAttention("dot", hs.shape[-1], hs.shape[-1])
+    ("ch5a_location_attention", "location_attention_forward", "the numpy track's additive Attention, no location", """
+        from attention_course.numpy_track import Attention
+        layer = Attention("additive", hs.shape[-1], s.shape[-1], W_s.shape[1])
         context = layer.forward(hs, s, mask)
         return context, layer.attention_weights, layer
-    """),
-    ("ch5a_time_attention", "time_attention_backward", "the torch track, imported only while the tests run", """
-        from attention_course.torch_track import TimeAttention
-        return cache[0] * 0, cache[1] * 0
-    """),
-    ("ch5b_attention_decoder", "combine_forward", "Affine", """
-        from attention_course.numpy_track import Affine
-        affine = Affine(*W_c.shape)
-        affine.params["W"][...], affine.params["b"][...] = W_c, b_c
-        joined = np.concatenate([context, s], axis=-1)
-        h_tilde = np.tanh(affine.forward(joined))
-        return h_tilde, (joined, W_c, h_tilde, context.shape[-1])
     """),
 ]

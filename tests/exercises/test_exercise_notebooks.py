@@ -3,10 +3,12 @@
 For every notebook:
 
 * its structure is what nbgrader needs (markers, unique grade ids, points, hidden tests, no
-  outputs) and its test cells are in the form that runs both in the student's kernel and in the
-  grader's judge (``autograder/README.md``, "Writing test cells");
-* the solution runs top to bottom in a kernel without an error and in under 30 s, and every
-  graded cell passes there (nbgrader's own rule: an error or anything on stderr scores 0);
+  outputs), its test cells are in the form that runs both in the student's kernel and in the
+  grader's judge, and every graded cell has a visible part and a hidden part that compares with the
+  judge's ``reference.py`` and gives a reason (``autograder/README.md``, "Writing an exercise");
+* the solution (with ``reference`` bound, as the judge binds it) runs top to bottom in a kernel
+  without an error and in under 30 s, and every graded cell passes there (nbgrader's own rule: an
+  error or anything on stderr scores 0);
 * the student version (nbgrader's ``ClearSolutions`` + ``ClearHiddenTests``) still runs through,
   and every graded test cell fails, so the student's "Validate" shows every test failing.
 
@@ -36,7 +38,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbgrader.utils import determine_grade, is_grade, is_locked, is_solution
 
-from exercise_helpers import NOTEBOOKS, PACKAGE, SOLUTIONS, hidden_test_lines, read, released, solution_lines
+from exercise_helpers import ALL_NOTEBOOKS, NOTEBOOKS, PACKAGE, ROOT, SOLUTIONS, hidden_test_lines, read, released, solution_lines
 
 NOTEBOOK_LIMIT_S = 30.0
 WORKERS = 2  # kernels running at once (this machine has two cores)
@@ -126,10 +128,24 @@ def run_all(notebooks: dict[str, nbformat.NotebookNode]) -> dict[str, Run]:
     return asyncio.run(main())
 
 
+def with_reference(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """``nb`` with a first cell binding the exercise's ``reference.py`` to ``reference``, as the judge
+    binds it for the test cells (the student's kernel never has it)."""
+    nb = copy.deepcopy(nb)
+    path = NOTEBOOKS[name].parent / "reference.py"
+    if path.is_file():
+        nb.cells.insert(0, nbformat.v4.new_code_cell(
+            f"import sys as _sys\n_sys.path.insert(0, {str(ROOT)!r})\n"
+            f"from autograder.references import load_reference as _load_reference\n"
+            f"reference = _load_reference({str(path)!r})"))
+    return nb
+
+
 def variants(name: str) -> dict[str, nbformat.NotebookNode]:
-    """The versions of notebook ``name`` run in a kernel: the solution and the student version."""
+    """The versions of notebook ``name`` run in a kernel: the solution (with its reference bound) and
+    the student version (without)."""
     nb = read(name)
-    return {"solution": nb, "released": released(nb)}
+    return {"solution": with_reference(nb, name), "released": released(nb)}
 
 
 @lru_cache(maxsize=None)
@@ -140,6 +156,7 @@ def results(name: str) -> dict[str, Run]:
 # ------------------------------------------------------------------------------------------------
 # Structure (no kernel)
 def test_there_are_two_assignments_for_each_chapter():
+    NOTEBOOKS = ALL_NOTEBOOKS
     assert len(NOTEBOOKS) >= 20
     for chapter in range(1, 11):
         found = [name for name in NOTEBOOKS if re.match(rf"ch{chapter}[ab]_", name)]
@@ -183,11 +200,19 @@ def test_notebook_structure(name):
             assert is_locked(cell), f"{meta['grade_id']}: explanation and given code are read-only"
     graded = [cell for cell in nb.cells if is_grade(cell)]
     assert len(graded) >= 2
-    assert any("### BEGIN HIDDEN TESTS" not in cell.source for cell in graded), "visible tests exist"
-    hidden = [cell for cell in graded if "### BEGIN HIDDEN TESTS" in cell.source]
-    assert hidden, "hidden tests exist"
-    for cell in hidden:
-        assert cell.source.count("### BEGIN HIDDEN TESTS") == cell.source.count("### END HIDDEN TESTS") == 1
+    for cell in graded:  # autograder/README.md, "Writing an exercise": visible tests guide, hidden tests decide
+        grade_id = cell.metadata.nbgrader["grade_id"]
+        assert cell.source.count("### BEGIN HIDDEN TESTS") == cell.source.count("### END HIDDEN TESTS") == 1, \
+            f"{grade_id}: every graded cell has one hidden part"
+        visible, hidden = cell.source.split("### BEGIN HIDDEN TESTS")
+        assert "reference" not in visible.replace("the reference", ""), \
+            f"{grade_id}: the visible part uses `reference`, which only the judge has"
+        assert [line for line in visible.split("\n") if line.strip() and not line.startswith(("import", "from", "#"))], \
+            f"{grade_id}: no visible test to guide the student"
+        assert "reference." in hidden, f"{grade_id}: the hidden part does not compare with the judge's reference"
+        assert re.search(r"^# reason: \S", hidden, re.M), f"{grade_id}: no '# reason:' for the hidden part's feedback"
+    assert (NOTEBOOKS[name].parent / "reference.py").is_file(), "the judge's reference.py is missing"
+    assert "What you may use" in nb.cells[0].source, "the introduction says what the student may use"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -268,4 +293,12 @@ def test_nbgrader_validator_agrees_with_the_scores():
     assert validator._get_failed_cells(results(name)["solution"].nb) == []
     released_run = results(name)["released"].nb
     assert len(validator._get_failed_cells(released_run)) == sum(is_grade(c) for c in released_run.cells)
-    assert validator.validate(str(NOTEBOOKS[name])) == {}  # executes the source notebook itself
+    # the student's Validate runs their own notebook: the released one, answered
+    answers = {c.metadata.nbgrader["grade_id"]: c.source for c in read(name).cells if is_solution(c)}
+    answered = released(read(name))
+    for cell in answered.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in answers:
+            cell.source = answers[cell.metadata.nbgrader["grade_id"]]
+    path = _temporary_folder("exercise-validate-") / f"{name}.ipynb"
+    nbformat.write(answered, path)
+    assert validator.validate(str(path)) == {}

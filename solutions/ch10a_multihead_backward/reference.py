@@ -1,0 +1,49 @@
+"""The judge's own relative-position self-attention (ch10a, Shaw et al. 2018): one example, head and query at a
+time, the relative vectors looked up pair by pair; gradients by torch's autograd."""
+
+import math
+
+import numpy as np
+import torch
+
+
+def _attend(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads, causal):
+    N, T, d = x.shape
+    d_k = d // num_heads
+    c = (rel_k.shape[0] - 1) // 2
+    outputs, all_weights = [], []
+    for n in range(N):
+        heads, head_weights = [], []
+        for m in range(num_heads):
+            columns = slice(m * d_k, (m + 1) * d_k)
+            q, k, v = x[n] @ W_q[:, columns], x[n] @ W_k[:, columns], x[n] @ W_v[:, columns]
+            rows, weight_rows = [], []
+            for i in range(T):
+                keys = range(i + 1) if causal else range(T)
+                nearest = [min(max(j - i, -c), c) + c for j in keys]
+                scores = torch.stack([q[i] @ (k[j] + rel_k[r]) for j, r in zip(keys, nearest)]) / math.sqrt(d_k)
+                alpha = torch.softmax(scores, dim=0)
+                rows.append(sum(alpha[t] * (v[j] + rel_v[r]) for t, (j, r) in enumerate(zip(keys, nearest))))
+                weight_rows.append(torch.cat([alpha, torch.zeros(T - len(alpha), dtype=torch.float64)]))
+            heads.append(torch.stack(rows))
+            head_weights.append(torch.stack(weight_rows))
+        outputs.append(torch.cat(heads, dim=1) @ W_o)
+        all_weights.append(torch.stack(head_weights))
+    return torch.stack(outputs), torch.stack(all_weights)
+
+
+def _leaves(*arrays):
+    return [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in arrays]
+
+
+def relative_attention(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads, causal):
+    """(out, weights)."""
+    out, weights = _attend(*_leaves(x, W_q, W_k, W_v, W_o, rel_k, rel_v), num_heads, causal)
+    return out.detach().numpy(), weights.detach().numpy()
+
+
+def relative_attention_gradients(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads, causal, dout):
+    """(dx, dW_q, dW_k, dW_v, dW_o, drel_k, drel_v) of sum(dout * out)."""
+    leaves = _leaves(x, W_q, W_k, W_v, W_o, rel_k, rel_v)
+    out, _ = _attend(*leaves, num_heads, causal)
+    return [g.numpy() for g in torch.autograd.grad((out * torch.as_tensor(dout)).sum(), leaves)]

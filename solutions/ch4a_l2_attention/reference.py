@@ -1,0 +1,37 @@
+"""The judge's own L2-distance attention weights for ch4a_l2_attention: the distances from their
+definition (differences, not the expanded square), the softmax in log space over the real
+positions only, gradients by torch's autograd.
+
+Never released: the judge binds this module to ``reference`` in the hidden tests.
+"""
+
+import numpy as np
+import torch
+
+
+def inputs(N, T_dec, T_enc, H_dec, H_enc, A, seed, scale=1.0):
+    """Random float64 (decoder_states, encoder_states, W_Q, W_K)."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((N, T_dec, H_dec)), rng.standard_normal((N, T_enc, H_enc)),
+            rng.standard_normal((H_dec, A)) * scale / np.sqrt(H_dec),
+            rng.standard_normal((H_enc, A)) * scale / np.sqrt(H_enc)]
+
+
+def weights(decoder_states, encoder_states, W_Q, W_K, mask, dweights=None):
+    """The attention weights (N, T_dec, T_enc); with ``dweights`` also the gradients for
+    (decoder_states, encoder_states, W_Q, W_K)."""
+    leaves = [torch.tensor(np.array(v, dtype=np.float64), requires_grad=True)
+              for v in (decoder_states, encoder_states, W_Q, W_K)]
+    s, h, W_Q_t, W_K_t = leaves
+    queries, keys = s @ W_Q_t, h @ W_K_t
+    differences = queries[:, :, None, :] - keys[:, None, :, :]  # (N, T_dec, T_enc, A)
+    scores = -(differences ** 2).sum(dim=-1) / np.sqrt(W_Q_t.shape[1])
+    real = torch.tensor(np.array(mask, dtype=bool))[:, None, :].expand_as(scores)
+    logits = torch.where(real, scores, torch.full_like(scores, -np.inf))
+    any_real = real.any(dim=-1, keepdim=True)
+    safe = torch.where(any_real, logits, torch.zeros_like(logits))
+    out = torch.where(real, torch.exp(safe - torch.logsumexp(safe, dim=-1, keepdim=True)), torch.zeros_like(scores))
+    if dweights is None:
+        return out.detach().numpy()
+    grads = torch.autograd.grad(out, leaves, torch.tensor(np.array(dweights, dtype=np.float64)))
+    return out.detach().numpy(), [g.numpy() for g in grads]

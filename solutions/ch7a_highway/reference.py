@@ -1,0 +1,51 @@
+"""The judge's own highway layer (ch7a): one position at a time, gradients by torch's autograd."""
+
+import numpy as np
+import torch
+
+
+def _as_tensors(*arrays):
+    return [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in arrays]
+
+
+def _layer(xs, mask, W_H, b_H, W_T, b_T):
+    """The layer's outputs (N, T, D), built position by position (zeros on padding)."""
+    N, T, D = xs.shape
+    rows = []
+    for n in range(N):
+        row = []
+        for t in range(T):
+            x = xs[n, t]
+            if mask[n, t]:
+                transform = torch.sigmoid(x @ W_T + b_T)
+                row.append(transform * torch.tanh(x @ W_H + b_H) + (1 - transform) * x)
+            else:
+                row.append(torch.zeros(D, dtype=torch.float64))
+        rows.append(torch.stack(row))
+    return torch.stack(rows)
+
+
+def highway(xs, mask, W_H, b_H, W_T, b_T):
+    tensors = _as_tensors(xs, W_H, b_H, W_T, b_T)
+    return _layer(tensors[0], np.asarray(mask), *tensors[1:]).detach().numpy()
+
+
+def highway_gradients(xs, mask, W_H, b_H, W_T, b_T, dys):
+    """(dxs, dW_H, db_H, dW_T, db_T)."""
+    tensors = _as_tensors(xs, W_H, b_H, W_T, b_T)
+    ys = _layer(tensors[0], np.asarray(mask), *tensors[1:])
+    return [g.numpy() for g in torch.autograd.grad((ys * torch.as_tensor(dys)).sum(), tensors)]
+
+
+def highway_gradient_norms(xs, mask, layers, dys):
+    """[||dL/dx_0||, ..., ||dL/dx_L||] for L = sum(dys * x_L), by autograd through the whole stack."""
+    mask = np.asarray(mask)
+    levels = [torch.tensor(np.asarray(xs, dtype=np.float64), requires_grad=True)]
+    for layer in layers:
+        W_H, b_H, W_T, b_T = (torch.as_tensor(np.asarray(layer[key], dtype=np.float64))
+                              for key in ("W_H", "b_H", "W_T", "b_T"))
+        levels.append(_layer(levels[-1], mask, W_H, b_H, W_T, b_T))
+    grads = torch.autograd.grad((levels[-1] * torch.as_tensor(dys)).sum(), levels)
+    # the top's own gradient is dys where the top depends on it: the real positions
+    grads = list(grads[:-1]) + [torch.as_tensor(np.where(mask[:, :, None], dys, 0.0))]
+    return np.array([float(torch.linalg.norm(g)) for g in grads])
