@@ -1,7 +1,7 @@
 """Helpers for the book's pages: the exercise links at the end of each chapter, the results of
 the longer experiments (``load_results``), and the book's Sphinx hooks (``setup``).
 
-``exercise_links("ch3a_weight_sum", ...)`` returns a Markdown block with, for each assignment,
+``exercise_links("ch3a_multi_query_penalty", ...)`` returns a Markdown block with, for each assignment,
 its title, a link to download the *student* version (generated into the built book by
 ``tools/build-book.sh``, next to the pages in ``exercises/``) and a launch link for JupyterHub
 through nbgitpuller, plus Binder and Colab links when ``_config.yml`` configures them.
@@ -197,7 +197,7 @@ def exercise_links(*assignments: str):
     from IPython.display import Markdown
 
     if not assignments:
-        raise ValueError("exercise_links needs at least one assignment name, e.g. 'ch3a_weight_sum'")
+        raise ValueError("exercise_links needs at least one assignment name, e.g. 'ch3a_multi_query_penalty'")
     return Markdown(exercise_links_markdown(*assignments))
 
 

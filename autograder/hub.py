@@ -13,7 +13,7 @@ optionally the per-user limits, the idle timeout and due dates::
       attention101:
         instructors: [ada]
         students: [bo, cy]
-        due: {ch3a_weight_sum: "2025-03-07 17:00 UTC"}
+        due: {ch3a_multi_query_penalty: "2025-03-07 17:00 UTC"}
     limits: {memory: 1.5G, cpu: 1, processes: 256, disk: 1G, shm: 64M, tmp: 256M}
     idle_timeout: 3600      # seconds without activity before a server is stopped (0: never)
 

@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     private = folder / "private"
     (private / "source").mkdir(parents=True)
     os.chmod(private, 0o700)
-    shutil.copytree(REPO / "solutions" / "ch3a_weight_sum", private / "source" / "ch3a_weight_sum")
+    shutil.copytree(REPO / "solutions" / "ch3a_multi_query_penalty", private / "source" / "ch3a_multi_query_penalty")
     (private / "roster.json").write_text(json.dumps({"courses": {f"load{tag}": {
         "instructors": [f"ld{tag}teacher"], "students": names}}, "idle_timeout": 0}))
     password = secrets.token_hex(8)

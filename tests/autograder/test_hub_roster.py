@@ -141,13 +141,13 @@ def test_idle_servers_are_culled_after_the_rosters_timeout(tmp_path):
 
 def test_roster_options_limits_timeout_and_due_dates(tmp_path):
     (tmp_path / "r.yml").write_text("courses:\n  nlp101:\n    instructors: [ada]\n    students: [bo]\n"
-                                    "    due: {ch3a_weight_sum: '2025-03-07 17:00 UTC'}\n"
+                                    "    due: {ch3a_multi_query_penalty: '2025-03-07 17:00 UTC'}\n"
                                     "limits: {memory: 2G, cpu: 0.5, processes: 64, disk: 512M}\nidle_timeout: 900\n")
     options = hub.read_options(tmp_path / "r.yml")
     assert options["limits"].memory == 2 * 2**30 and options["limits"].cpu == 0.5
     assert options["limits"].processes == 64 and options["limits"].disk == 512 * 2**20
     assert options["limits"].shm == 64 * 2**20   # a default
-    assert options["idle_timeout"] == 900 and options["due"] == {"nlp101": {"ch3a_weight_sum": "2025-03-07 17:00 UTC"}}
+    assert options["idle_timeout"] == 900 and options["due"] == {"nlp101": {"ch3a_multi_query_penalty": "2025-03-07 17:00 UTC"}}
 
 
 @pytest.mark.parametrize("extra, fragment", [
