@@ -430,7 +430,8 @@ def _print_records(result: Result) -> None:
     for entry in result.entries:
         if not entry.graded:
             continue
-        print(f"{result.name} / {entry.student}: {entry.score}/{entry.max_score}")
+        flags = f"  flagged: {'; '.join(entry.flags)}" if entry.flags else ""
+        print(f"{result.name} / {entry.student}: {entry.score}/{entry.max_score} {entry.status}{flags}")
         for grade_id, record in entry.records.items():
             mark = "pass" if record.get("passed") else "FAIL"
             print(f"    {mark} {grade_id} ({record.get('seconds', 0):.2f} s) {record.get('message', '')[:300]}")
