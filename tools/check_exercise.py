@@ -149,6 +149,7 @@ def check_in_kernel(name: str, course: Course, folder: Path) -> list[str]:
 class Options:
     adversarial: bool = False
     mutants: int | None = None                       # how many mutants go through the grader (None: all)
+    screened: int | None = None                      # how many mutants are tried at all (None: all)
     seed: int = 0                                    # which sample of mutants
     alone: tuple = adversary.FAKE_KINDS              # the fakes also tried one answer function at a time
     workers: int = 2                                 # grading processes per assignment
@@ -184,6 +185,7 @@ class Entry:
     max_score: float | None = None
     status: str = ""
     flags: list = field(default_factory=list)
+    mutants_found: int = 0    # (on the solution's entry) how many mutants there are, tried or not
     records: dict = field(default_factory=dict)
     verdict: str = ""
 
@@ -227,10 +229,13 @@ def entries_for(name: str, source, options: Options) -> list[Entry]:
                 entries.append(Entry(f"fake-{kind}-{function}"[:64], f"fake {kind}: {function} alone", "loses",
                                      {**base, **adversary.fake_answers(source, kind, only=function)}))
     found = adversary.mutants(source)
-    graded = adversary.sample(found, options.mutants, options.seed)
+    tried = adversary.sample(found, options.screened, options.seed)
+    graded = adversary.sample(tried, options.mutants, options.seed)
     for index, mutant in enumerate(found):
-        entries.append(Entry(f"mutant-{index:04d}", mutant.description, "loses",
-                             {**base, mutant.grade_id: mutant.source}, mutant=mutant, graded=mutant in graded))
+        if mutant in tried:
+            entries.append(Entry(f"mutant-{index:04d}", mutant.description, "loses",
+                                 {**base, mutant.grade_id: mutant.source}, mutant=mutant, graded=mutant in graded))
+    entries[0].mutants_found = len(found)
     return entries
 
 
@@ -362,7 +367,9 @@ def table(result: Result, verbose: bool = False) -> str:
         graded = sum(e.graded for e in mutants)
         share = f" ({100 * killed / (len(mutants) - equivalent):.1f}% of the non-equivalent lose points)" \
             if len(mutants) > equivalent else ""
-        lines.append(f"  mutants: {len(mutants)} ({graded} graded, {len(mutants) - graded} screened): {killed} lose "
+        found = max(entries[0].mutants_found, len(mutants))
+        tried = f"{len(mutants)} of {found} tried" if found > len(mutants) else f"{len(mutants)}"
+        lines.append(f"  mutants: {tried} ({graded} graded, {len(mutants) - graded} screened): {killed} lose "
                      f"points, {equivalent} equivalent, {len(mutants) - killed - equivalent} survive{share}")
         by_kind: dict[str, list[int]] = {}
         for e in mutants:
@@ -394,9 +401,11 @@ def check_assignment(name: str, course: Course, folder: Path, options: Options, 
 
 def check_assignments(names: list[str], folder: Path, options: Options,
                       extra: dict[str, list[Entry]] | None = None, echo=print) -> dict[str, Result]:
-    """``check_assignment`` for each name, ``options.jobs`` at a time, each in a course of its own
-    under ``folder``; each table is echoed when it is done."""
-    from concurrent.futures import ThreadPoolExecutor
+    """``check_assignment`` for each name, ``options.jobs`` at a time (in processes of their own: the
+    grader and the adversary parse Python, and CPython's ``ast`` is not safe in threads), each in a
+    course of its own under ``folder``; each table is echoed when it is done."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     extra = extra or {}
     courses = {}
@@ -405,7 +414,7 @@ def check_assignments(names: list[str], folder: Path, options: Options,
         courses[name] = Course(root=folder / name / "grading", source=SOLUTIONS)
         release(courses[name], [name])
     results = {}
-    with ThreadPoolExecutor(max(1, options.jobs)) as pool:
+    with ProcessPoolExecutor(max(1, options.jobs), mp_context=multiprocessing.get_context("fork")) as pool:
         futures = {name: pool.submit(check_assignment, name, courses[name], folder / name, options,
                                      extra.get(name, [])) for name in names}
         for name in names:
@@ -421,7 +430,8 @@ def _print_records(result: Result) -> None:
     for entry in result.entries:
         if not entry.graded:
             continue
-        print(f"{result.name} / {entry.student}: {entry.score}/{entry.max_score}")
+        flags = f"  flagged: {'; '.join(entry.flags)}" if entry.flags else ""
+        print(f"{result.name} / {entry.student}: {entry.score}/{entry.max_score} {entry.status}{flags}")
         for grade_id, record in entry.records.items():
             mark = "pass" if record.get("passed") else "FAIL"
             print(f"    {mark} {grade_id} ({record.get('seconds', 0):.2f} s) {record.get('message', '')[:300]}")
@@ -438,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adversarial", action="store_true", help="fakes and mutants must lose points")
     parser.add_argument("--mutants", type=int, default=None, metavar="N",
                         help="grade a sample of N mutants per exercise (default: all); the others are screened")
-    parser.add_argument("--seed", type=int, default=0, help="which sample of mutants (with --mutants)")
+    parser.add_argument("--screen", type=int, default=None, metavar="N",
+                        help="try a sample of N mutants per exercise (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="which sample of mutants (with --mutants, --screen)")
     parser.add_argument("--workers", type=int, default=2, help="grading processes per assignment (default 2)")
     parser.add_argument("--jobs", type=int, default=1, help="assignments graded at once (default 1)")
     parser.add_argument("--verbose", action="store_true", help="every mutant and test record")
@@ -455,11 +467,12 @@ def main(argv: list[str] | None = None) -> int:
     for number in (args.workers, args.jobs):
         if number < 1:
             parser.error("--workers and --jobs take a number >= 1")
-    if args.mutants is not None and args.mutants < 0:
-        parser.error("--mutants takes a number >= 0")
+    if any(number is not None and number < 0 for number in (args.mutants, args.screen)):
+        parser.error("--mutants and --screen take a number >= 0")
     for name in names:
         source_notebook(name)
-    options = Options(adversarial=args.adversarial, mutants=args.mutants, seed=args.seed, workers=args.workers,
+    options = Options(adversarial=args.adversarial, mutants=args.mutants, screened=args.screen, seed=args.seed,
+                      workers=args.workers,
                       jobs=args.jobs, verbose=args.verbose)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="check-exercise-") as tmp:

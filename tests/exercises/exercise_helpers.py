@@ -39,7 +39,7 @@ REFERENCE_CALL_SETUP: dict = {}
 # ------------------------------------------------------------------------------------------------
 # Notebook helpers
 def read(name: str) -> nbformat.NotebookNode:
-    return nbformat.read(NOTEBOOKS[name], as_version=4)
+    return nbformat.read(ALL_NOTEBOOKS[name], as_version=4)
 
 
 def released(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:

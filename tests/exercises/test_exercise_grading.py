@@ -7,9 +7,10 @@ For each assignment one batch holds, as students would hand them in:
 * ``released``: the notebook as released, unanswered: zero, graded cleanly;
 * ``fake-*``: every answer function replaced by zeros, its first argument, ``None``, random values
   of the solution's shapes, an exception, or a fixed linear map with its exact transpose as the
-  backward pass: each scores 0; the linear and zero fakes of each function alone lose points;
-* a sample of the solution's mutants (``GRADED_MUTANTS`` per exercise); every other mutant is
-  screened against the tests in a process of its own. Each loses points or is shown equivalent;
+  backward pass: each scores 0; the linear fake of each function alone loses points;
+* a sample of the solution's mutants: ``SCREENED_MUTANTS`` per exercise are screened against the
+  tests in a process of their own, ``GRADED_MUTANTS`` of them also graded. Each loses points or is
+  shown equivalent;
 * ``wrong-N``: each plausible wrong answer of ``WRONG_ANSWERS``: it loses points, and the tests it
   fails say why (not that something is missing);
 * ``reference-N``: each answer of ``REFERENCE_CALLS`` that calls the course's reference layer: the
@@ -28,7 +29,7 @@ import pytest
 
 from autograder import leakscan
 from autograder.course import REPO_ROOT, package_folder
-from autograder.feedback import feedback, own_text
+from autograder.feedback import feedback
 
 from exercise_helpers import ALL_NOTEBOOKS, NOTEBOOKS, REFERENCE_CALLS, REFERENCE_CALL_SETUP, WRONG_ANSWERS, read, with_body, \
     with_prefix
@@ -38,10 +39,13 @@ import check_exercise  # noqa: E402
 
 SOLUTIONS = REPO_ROOT / "solutions"
 ASSIGNMENTS = sorted(NOTEBOOKS)
-# CI's share of the attack: every fake, two mutants per exercise through the grader, every mutant screened
-GRADED_MUTANTS = int(os.environ.get("EXERCISE_GRADED_MUTANTS", "2"))
-OPTIONS = check_exercise.Options(adversarial=True, mutants=GRADED_MUTANTS, alone=("linear", "zeros"),
-                                 workers=1, jobs=2)
+# CI's share of the attack, sized for CI's time: every fake of every function at once, the linear fake
+# of each function alone, a sample of the mutants spread over the kinds of edit (one of them also
+# through the grader). `tools/check_exercise.py --adversarial` tries them all.
+SCREENED_MUTANTS = int(os.environ.get("EXERCISE_SCREENED_MUTANTS", "30"))
+GRADED_MUTANTS = int(os.environ.get("EXERCISE_GRADED_MUTANTS", "1"))
+OPTIONS = check_exercise.Options(adversarial=True, mutants=GRADED_MUTANTS, screened=SCREENED_MUTANTS,
+                                 alone=("linear",), workers=1, jobs=2)
 
 
 def _answers(nb) -> dict[str, str]:
@@ -127,7 +131,7 @@ def test_every_mutant_loses_points_or_is_equivalent(graded, name):
     assert not result.notes, result.notes
     survivors = [entry for entry in mutants if entry.problem]
     assert not survivors, check_exercise.table(result)
-    assert sum(entry.verdict.startswith("ok") for entry in mutants) >= 0.9 * len(mutants), \
+    assert sum(entry.verdict.startswith("ok") for entry in mutants) >= 0.75 * len(mutants), \
         f"{name}: most mutants are equivalent: the mutation is too weak to prove anything\n" + check_exercise.table(result)
 
 
@@ -171,10 +175,8 @@ def test_no_solution_or_hidden_test_in_released_notebooks_or_feedback(graded):
         root = result.course.root
         assert leakscan.scan([root / "release"], secrets) == [], name
         for folder in sorted((root / "feedback").iterdir()):
-            # a line the student typed themselves may coincide with a hidden-test line: that reveals nothing
-            own = "\n".join(own_text(path) for path in (root / "autograded" / folder.name).iterdir())
-            unseen = [secret for secret in secrets if secret.line not in own]
-            assert leakscan.scan([folder], unseen, kinds=("hidden test",)) == [], (name, folder.name)
+            # no submission here typed a hidden-test line, so none may show on any page
+            assert leakscan.scan([folder], secrets, kinds=("hidden test",)) == [], (name, folder.name)
         assert leakscan.scan([root / "feedback" / "released"], secrets) == [], name
         # The scan does find them where they belong (the instructor's graded notebooks).
         assert leakscan.scan([root / "autograded" / "solution"], secrets), name
