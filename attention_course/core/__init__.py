@@ -8,6 +8,7 @@ Modules:
     initializers  seeded initial values as plain NumPy arrays, so both tracks start from identical
                   weights for a seed without building each other's layers
     shapes        shape and dtype checks whose errors name the argument, the expected and the got
+    schedules     learning-rate schedules as pure factors (the Transformer's warm-up, then 1/sqrt(step))
 
 ``numpy_track`` and ``torch_track`` import from here; neither imports the other.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Callable
 
+from ..core.schedules import warmup_inverse_sqrt
 from ..data import ParallelBatch
 from ..training import TrainConfig, TrainResult, run_training
 from .optim import Adam, clip_grad_norm
@@ -31,6 +32,8 @@ class Trainer:
                                   batch.target_mask)
         self.model.backward()
         norm = clip_grad_norm(self.grads, self.config.max_grad_norm)
+        if self.config.warmup_steps is not None:
+            self.optimizer.lr = self.config.lr * warmup_inverse_sqrt(self.optimizer.t + 1, self.config.warmup_steps)
         self.optimizer.step()
         return loss, norm
 
