@@ -264,8 +264,46 @@ def _chapter_launch_buttons(app, pagename, templatename, context, doctree) -> No
         buttons[:] = kept
 
 
+class DiagramError(ValueError):
+    """A diagram of the book that cannot be drawn accessibly (a ``{graphviz}`` block without ``:alt:``)."""
+
+
+def diagram_html(source: str, alt: str, classes: str = "graphviz") -> str:
+    """The HTML of one drawn diagram: an ``img`` with its text alternative (which screen readers
+    read, unlike the fallback text of the ``object`` that Sphinx writes, ignored once the SVG has
+    loaded), inside a link to the SVG itself, so that a reader on a small screen can open the
+    diagram at full size and zoom."""
+    source, alt = html.escape(source, quote=True), html.escape(" ".join(alt.split()), quote=True)
+    return (f'<div class="graphviz"><a class="diagram-zoom" href="{source}" '
+            f'title="open the diagram at full size">'
+            f'<img src="{source}" alt="{alt}" class="{html.escape(classes, quote=True)}" /></a></div>\n')
+
+
+def _html_visit_graphviz(self, node) -> None:
+    """Sphinx's Graphviz node as :func:`diagram_html` (SVG), or a build error if it has no ``:alt:``."""
+    from docutils import nodes
+    from sphinx.ext.graphviz import GraphvizError, render_dot
+
+    alt = " ".join(str(node.get("alt") or "").split())
+    if not alt:
+        where = f"{node.source or self.builder.current_docname}, line {node.line}"
+        raise DiagramError(f"{where}: a {{graphviz}} diagram needs an :alt: text that says what it shows")
+    try:
+        source, _ = render_dot(self, node["code"], node["options"], "svg", "graphviz", node.get("filename"))
+    except GraphvizError as error:
+        raise DiagramError(f"{node.source}, line {node.line}: dot failed: {error}") from None
+    classes = " ".join(["graphviz", *node.get("classes", [])])
+    self.body.append(diagram_html(source, alt, classes))
+    raise nodes.SkipNode
+
+
 def setup(app):
     """Sphinx hooks of the book (listed in ``_config.yml``, ``sphinx.extra_extensions``)."""
+    from sphinx.ext.graphviz import graphviz
+
+    # After sphinx.ext.graphviz (listed before this extension): draw every diagram as an image
+    # with a text alternative.
+    app.add_node(graphviz, override=True, html=(_html_visit_graphviz, None))
     # First in line: Sphinx stops calling html-page-context handlers at the first that
     # returns a template name.
     app.connect("html-page-context", _one_copy_of_each_script, priority=1)

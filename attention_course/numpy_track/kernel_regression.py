@@ -5,9 +5,9 @@ how close its ``x_j`` lies to ``x``. With a Gaussian kernel the weights are a so
 and the three roles of attention appear: the new ``x`` is the **query**, the ``x_j`` are the
 **keys**, the ``y_j`` the **values**::
 
-    e_ij = -(w (q_i - k_j))^2 / 2,   alpha_ij = softmax_j(e_ij),   f(q_i) = sum_j alpha_ij v_j
+    e_ij = -(omega (q_i - k_j))^2 / 2,   alpha_ij = softmax_j(e_ij),   f(q_i) = sum_j alpha_ij v_j
 
-``w`` is the one parameter: the inverse of the Gaussian kernel's width (a large ``w``, a narrow
+``omega`` (the parameter ``inverse_width``) is the one parameter: the inverse of the Gaussian kernel's width (a large ``omega``, a narrow
 kernel that trusts only the nearest keys; a small one, a wide kernel that averages many).
 ``mask`` (Q, K) is False where a query may not use a key, for example its own pair when the
 width is learned on the training data itself (leave-one-out).
@@ -25,13 +25,13 @@ __all__ = ["KernelRegression"]
 
 
 class KernelRegression(Layer):
-    """Nadaraya-Watson regression with a Gaussian kernel of learned inverse width ``w``.
+    """Nadaraya-Watson regression with a Gaussian kernel of learned inverse width ``omega`` (``inverse_width``).
 
     After ``forward``, ``attention_weights`` holds ``alpha``.
 
     Shapes:
         queries: (Q,).  keys: (K,).  values: (K,).  mask: (Q, K) bool or None.
-        w: (1,).
+        inverse_width: (1,).
         returns: (Q,); ``attention_weights``: (Q, K).
     """
 
@@ -39,7 +39,7 @@ class KernelRegression(Layer):
         super().__init__()
         if not inverse_width > 0:
             raise ValueError(f"inverse_width must be > 0, got {inverse_width}")
-        self.add_param("w", np.array([inverse_width], dtype=dtype))
+        self.add_param("inverse_width", np.array([inverse_width], dtype=dtype))
         self.attention_weights = None
         self._cache = None
 
@@ -51,7 +51,7 @@ class KernelRegression(Layer):
         check_array("values", values, ("K",), sizes)
         if mask is not None:
             check_array("mask", mask, ("Q", "K"), sizes, kind="bool")
-        w = as_dtype(self.params["w"], dtype)[0]
+        w = as_dtype(self.params["inverse_width"], dtype)[0]
         difference = queries[:, None] - keys[None, :]  # (Q, K)
         scores = -0.5 * (w * difference) ** 2
         alpha = masked_softmax(scores, mask)  # (Q, K)
@@ -60,10 +60,10 @@ class KernelRegression(Layer):
         return alpha @ values  # (Q,)
 
     def backward(self, dout: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Gradients of ``queries``, ``keys`` and ``values``; ``w``'s into ``grads``."""
+        """Gradients of ``queries``, ``keys`` and ``values``; ``inverse_width``'s into ``grads``."""
         difference, alpha, values, w = self._cache
         dvalues = alpha.T @ dout  # (K,)
         dscores = softmax_backward(alpha, dout[:, None] * values[None, :])  # (Q, K)
-        self.grads["w"][...] = -(dscores * w * difference ** 2).sum()
+        self.grads["inverse_width"][...] = -(dscores * w * difference ** 2).sum()
         ddifference = -(w ** 2) * difference * dscores  # (Q, K)
         return ddifference.sum(axis=1), -ddifference.sum(axis=0), dvalues

@@ -2,7 +2,7 @@
 ``attention_course.numpy_track.kernel_regression`` (read its docstring); autograd does the
 backward pass::
 
-    e_ij = -(w (q_i - k_j))^2 / 2,   alpha_ij = softmax_j(e_ij),   f(q_i) = sum_j alpha_ij v_j
+    e_ij = -(omega (q_i - k_j))^2 / 2,   alpha_ij = softmax_j(e_ij),   f(q_i) = sum_j alpha_ij v_j
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ __all__ = ["KernelRegression"]
 
 
 class KernelRegression(nn.Module):
-    """Nadaraya-Watson regression with a Gaussian kernel of learned inverse width ``w``.
+    """Nadaraya-Watson regression with a Gaussian kernel of learned inverse width ``omega`` (``inverse_width``).
 
     Shapes:
         queries: (Q,).  keys: (K,).  values: (K,).  mask: (Q, K) bool or None.
-        w: (1,).
+        inverse_width: (1,).
         returns: (Q,); ``attention_weights``: (Q, K), detached.
     """
 
@@ -29,7 +29,7 @@ class KernelRegression(nn.Module):
         super().__init__()
         if not inverse_width > 0:
             raise ValueError(f"inverse_width must be > 0, got {inverse_width}")
-        self.w = nn.Parameter(torch.tensor([inverse_width], dtype=resolve_dtype(dtype)))
+        self.inverse_width = nn.Parameter(torch.tensor([inverse_width], dtype=resolve_dtype(dtype)))
         self.attention_weights = None
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -40,6 +40,6 @@ class KernelRegression(nn.Module):
         if mask is not None:
             check_tensor("mask", mask, ("Q", "K"), sizes, kind="bool")
         difference = queries[:, None] - keys[None, :]  # (Q, K)
-        alpha = masked_softmax(-0.5 * (self.w * difference) ** 2, mask)  # (Q, K)
+        alpha = masked_softmax(-0.5 * (self.inverse_width * difference) ** 2, mask)  # (Q, K)
         self.attention_weights = alpha.detach()
         return alpha @ values  # (Q,)

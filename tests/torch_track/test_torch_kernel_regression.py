@@ -23,4 +23,4 @@ def test_the_same_predictions_and_gradients_as_the_numpy_track(rng):
     np.testing.assert_allclose(theirs.detach().numpy(), ours, rtol=1e-12)
     for tensor, grad in zip(tensors, numpy_grads):
         np.testing.assert_allclose(tensor.grad.numpy(), grad, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(torch_layer.w.grad.numpy(), numpy_layer.grads["w"], rtol=1e-10)
+    np.testing.assert_allclose(torch_layer.inverse_width.grad.numpy(), numpy_layer.grads["inverse_width"], rtol=1e-10)
