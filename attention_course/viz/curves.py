@@ -25,11 +25,13 @@ def line_style(index: int) -> dict:
 
 
 def plot_over_seeds(ax, x: Sequence[float], curves: Mapping[str, np.ndarray], band: str = "sd",
-                    markersize: float = 3.5, markers: int = 8):
+                    markersize: float = 3.5, markers: int = 8, limits: tuple[float, float] | None = None):
     """Draw each label's mean curve over the seeds and a band for its spread; returns ``ax``.
 
     ``markers``: about how many markers each line carries (every point is too many on long
-    curves). Shapes: x (P,); each curve (seeds, P).
+    curves). ``limits``: the range a value can take (an accuracy: ``(0, 1)``); a band of one
+    standard deviation is cut there rather than drawn beyond what any run could reach.
+    Shapes: x (P,); each curve (seeds, P).
     """
     if band not in ("sd", "range"):
         raise ValueError(f"band: expected 'sd' or 'range', got {band!r}")
@@ -44,6 +46,8 @@ def plot_over_seeds(ax, x: Sequence[float], curves: Mapping[str, np.ndarray], ba
             low, high = mean - spread, mean + spread
         else:
             low, high = values.min(axis=0), values.max(axis=0)
+        if limits is not None:
+            low, high = np.clip(low, *limits), np.clip(high, *limits)
         style = line_style(index)
         ax.plot(x, mean, label=label, markersize=markersize, markevery=max(1, x.size // markers), **style)
         ax.fill_between(x, low, high, color=style["color"], alpha=0.15, linewidth=0)

@@ -31,3 +31,10 @@ def test_the_mean_and_a_band_of_one_sd_or_the_range():
     with pytest.raises(ValueError, match="curves\\['a'\\]"):
         plot_over_seeds(ax, np.arange(3), runs)
     plt.close(figure)
+
+
+def test_a_band_is_cut_at_the_limits_a_value_can_reach():
+    figure, ax = plt.subplots()
+    plot_over_seeds(ax, np.arange(2), {"a": np.array([[0.9, 1.0], [1.0, 1.0], [0.6, 1.0]])}, limits=(0, 1))
+    assert ax.collections[0].get_paths()[0].vertices[:, 1].max() <= 1.0
+    plt.close(figure)
