@@ -3,8 +3,12 @@ the longer experiments (``load_results``), and the book's Sphinx hooks (``setup`
 
 ``exercise_links("ch3a_weight_sum", ...)`` returns a Markdown block with, for each assignment,
 its title, a link to download the *student* version (generated into the built book by
-``tools/build-book.sh``, next to the pages in ``exercises/``) and a launch link for JupyterHub
-through nbgitpuller, plus Binder and Colab links when ``_config.yml`` configures them.
+``tools/build-book.sh``, next to the pages in ``exercises/``), a link to the exercises page's
+instructions for working on one's own computer, and a launch link for JupyterHub through
+nbgitpuller, plus Binder and Colab links, when ``_config.yml`` configures them (with no hub
+configured, the default, there is no launch link at all: never one to a placeholder host).
+``local_setup_markdown()`` is those instructions: the course package's wheel, served with the
+book, and the one command that installs it.
 
 Settings, all in ``_config.yml`` at the repository root:
 
@@ -33,6 +37,7 @@ from urllib.parse import quote, urlencode, urlparse
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOWNLOAD_FOLDER = "exercises"  # relative to the built pages (book/*.html)
+LOCAL_SETUP_ANCHOR = "exercises.html#on-your-own-computer"  # the exercises page's instructions
 
 
 @dataclass(frozen=True)
@@ -151,10 +156,42 @@ def exercise_links_markdown(*assignments: str, root: Path | None = None) -> str:
     lines = []
     for assignment in assignments:
         title = html.escape(notebook_title(solution_notebook(assignment, root)))
-        parts = [f'<a href="{DOWNLOAD_FOLDER}/{assignment}.ipynb" download>download the notebook</a>']
+        parts = [f'<a href="{DOWNLOAD_FOLDER}/{assignment}.ipynb" download>download the notebook</a>',
+                 f'<a href="{LOCAL_SETUP_ANCHOR}">how to open it on your computer</a>']
         parts += [f'<a href="{html.escape(url)}">{label}</a>' for label, url in launch_links(assignment, settings)]
         lines.append(f"- **{title}** (`{assignment}`): " + " · ".join(parts))
     return "\n".join(lines) + "\n"
+
+
+def package_version(root: Path | None = None) -> str:
+    """The course package's version, from ``pyproject.toml`` (the wheel the book serves is built from it)."""
+    import re
+
+    text = ((root or _find_root()) / "pyproject.toml").read_text(encoding="utf-8")
+    project = text.split("[project]", 1)[-1].split("\n[", 1)[0]  # the [project] table only
+    found = re.search(r'^version\s*=\s*"([^"]+)"', project, re.MULTILINE)
+    if found is None:
+        raise ValueError("pyproject.toml: no version in [project]")
+    return found.group(1)
+
+
+def wheel_name(root: Path | None = None) -> str:
+    """The file name of the wheel that ``tools/build-book.sh`` serves at the book's root."""
+    return f"attention_course-{package_version(root)}-py3-none-any.whl"
+
+
+def local_setup_markdown(root: Path | None = None) -> str:
+    """How to work on an exercise on one's own computer: the wheel, one command, then Jupyter."""
+    wheel = wheel_name(root)
+    return (
+        f'1. Download the notebook (the *download the notebook* link of the exercise) and the course '
+        f'package, <a href="../{wheel}" download>{wheel}</a>, into one folder.\n'
+        f'2. Set up, once, with Python 3.10 or newer (the `[torch]` part installs PyTorch, which the '
+        f'`b` exercises need; it is a large download):\n\n'
+        f'   ```bash\n   python3 -m pip install "./{wheel}[torch]" jupyterlab\n   ```\n\n'
+        f'3. Open the notebook: `python3 -m jupyter lab ch3a_weight_sum.ipynb` (with your '
+        f"notebook's name), and run its cells from the top.\n"
+    )
 
 
 def load_results(name: str) -> dict:
