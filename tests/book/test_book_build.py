@@ -116,3 +116,21 @@ def test_no_page_contains_a_solution_or_a_hidden_test(built_book):
     result = subprocess.run([sys.executable, "-m", "autograder", "leakscan", str(built_book)], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"leakscan found a leak in the built book:\n{result.stdout}{result.stderr}"
+
+
+def test_the_served_wheel_installs_and_has_what_the_exercises_import(built_book, tmp_path):
+    """The one-command local set-up installs the wheel; here without its dependencies (this
+    environment has them), into a folder of its own, and the exercises' imports work from it."""
+    from attention_course.book import wheel_name
+
+    target = tmp_path / "site"
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                                "--target", str(target), str(built_book / wheel_name(ROOT))],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    code = ("import attention_course, attention_course.testing, attention_course.numpy_track.transformer, "
+            "attention_course.convert; print(attention_course.__file__)")
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    assert imported.stdout.strip().startswith(str(target)), imported.stdout
