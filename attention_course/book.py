@@ -3,8 +3,12 @@ the longer experiments (``load_results``), and the book's Sphinx hooks (``setup`
 
 ``exercise_links("ch3a_multi_query_penalty", ...)`` returns a Markdown block with, for each assignment,
 its title, a link to download the *student* version (generated into the built book by
-``tools/build-book.sh``, next to the pages in ``exercises/``) and a launch link for JupyterHub
-through nbgitpuller, plus Binder and Colab links when ``_config.yml`` configures them.
+``tools/build-book.sh``, next to the pages in ``exercises/``), a link to the exercises page's
+instructions for working on one's own computer, and a launch link for JupyterHub through
+nbgitpuller, plus Binder and Colab links, when ``_config.yml`` configures them (with no hub
+configured, the default, there is no launch link at all: never one to a placeholder host).
+``local_setup_markdown()`` is those instructions: the course package's wheel, served with the
+book, and the one command that installs it.
 
 Settings, all in ``_config.yml`` at the repository root:
 
@@ -33,6 +37,7 @@ from urllib.parse import quote, urlencode, urlparse
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOWNLOAD_FOLDER = "exercises"  # relative to the built pages (book/*.html)
+LOCAL_SETUP_ANCHOR = "exercises.html#on-your-own-computer"  # the exercises page's instructions
 
 
 @dataclass(frozen=True)
@@ -151,10 +156,42 @@ def exercise_links_markdown(*assignments: str, root: Path | None = None) -> str:
     lines = []
     for assignment in assignments:
         title = html.escape(notebook_title(solution_notebook(assignment, root)))
-        parts = [f'<a href="{DOWNLOAD_FOLDER}/{assignment}.ipynb" download>download the notebook</a>']
+        parts = [f'<a href="{DOWNLOAD_FOLDER}/{assignment}.ipynb" download>download the notebook</a>',
+                 f'<a href="{LOCAL_SETUP_ANCHOR}">how to open it on your computer</a>']
         parts += [f'<a href="{html.escape(url)}">{label}</a>' for label, url in launch_links(assignment, settings)]
         lines.append(f"- **{title}** (`{assignment}`): " + " · ".join(parts))
     return "\n".join(lines) + "\n"
+
+
+def package_version(root: Path | None = None) -> str:
+    """The course package's version, from ``pyproject.toml`` (the wheel the book serves is built from it)."""
+    import re
+
+    text = ((root or _find_root()) / "pyproject.toml").read_text(encoding="utf-8")
+    project = text.split("[project]", 1)[-1].split("\n[", 1)[0]  # the [project] table only
+    found = re.search(r'^version\s*=\s*"([^"]+)"', project, re.MULTILINE)
+    if found is None:
+        raise ValueError("pyproject.toml: no version in [project]")
+    return found.group(1)
+
+
+def wheel_name(root: Path | None = None) -> str:
+    """The file name of the wheel that ``tools/build-book.sh`` serves at the book's root."""
+    return f"attention_course-{package_version(root)}-py3-none-any.whl"
+
+
+def local_setup_markdown(root: Path | None = None) -> str:
+    """How to work on an exercise on one's own computer: the wheel, one command, then Jupyter."""
+    wheel = wheel_name(root)
+    return (
+        f'1. Download the notebook (the *download the notebook* link of the exercise) and the course '
+        f'package, <a href="../{wheel}" download>{wheel}</a>, into one folder.\n'
+        f'2. Set up, once, with Python 3.10 or newer (the `[torch]` part installs PyTorch, which the '
+        f'`b` exercises need; it is a large download):\n\n'
+        f'   ```bash\n   python3 -m pip install "./{wheel}[torch]" jupyterlab\n   ```\n\n'
+        f'3. Open the notebook: `python3 -m jupyter lab ch3a_weight_sum.ipynb` (with your '
+        f"notebook's name), and run its cells from the top.\n"
+    )
 
 
 def load_results(name: str) -> dict:
@@ -264,8 +301,46 @@ def _chapter_launch_buttons(app, pagename, templatename, context, doctree) -> No
         buttons[:] = kept
 
 
+class DiagramError(ValueError):
+    """A diagram of the book that cannot be drawn accessibly (a ``{graphviz}`` block without ``:alt:``)."""
+
+
+def diagram_html(source: str, alt: str, classes: str = "graphviz") -> str:
+    """The HTML of one drawn diagram: an ``img`` with its text alternative (which screen readers
+    read, unlike the fallback text of the ``object`` that Sphinx writes, ignored once the SVG has
+    loaded), inside a link to the SVG itself, so that a reader on a small screen can open the
+    diagram at full size and zoom."""
+    source, alt = html.escape(source, quote=True), html.escape(" ".join(alt.split()), quote=True)
+    return (f'<div class="graphviz"><a class="diagram-zoom" href="{source}" '
+            f'title="open the diagram at full size">'
+            f'<img src="{source}" alt="{alt}" class="{html.escape(classes, quote=True)}" /></a></div>\n')
+
+
+def _html_visit_graphviz(self, node) -> None:
+    """Sphinx's Graphviz node as :func:`diagram_html` (SVG), or a build error if it has no ``:alt:``."""
+    from docutils import nodes
+    from sphinx.ext.graphviz import GraphvizError, render_dot
+
+    alt = " ".join(str(node.get("alt") or "").split())
+    if not alt:
+        where = f"{node.source or self.builder.current_docname}, line {node.line}"
+        raise DiagramError(f"{where}: a {{graphviz}} diagram needs an :alt: text that says what it shows")
+    try:
+        source, _ = render_dot(self, node["code"], node["options"], "svg", "graphviz", node.get("filename"))
+    except GraphvizError as error:
+        raise DiagramError(f"{node.source}, line {node.line}: dot failed: {error}") from None
+    classes = " ".join(["graphviz", *node.get("classes", [])])
+    self.body.append(diagram_html(source, alt, classes))
+    raise nodes.SkipNode
+
+
 def setup(app):
     """Sphinx hooks of the book (listed in ``_config.yml``, ``sphinx.extra_extensions``)."""
+    from sphinx.ext.graphviz import graphviz
+
+    # After sphinx.ext.graphviz (listed before this extension): draw every diagram as an image
+    # with a text alternative.
+    app.add_node(graphviz, override=True, html=(_html_visit_graphviz, None))
     # First in line: Sphinx stops calling html-page-context handlers at the first that
     # returns a template name.
     app.connect("html-page-context", _one_copy_of_each_script, priority=1)

@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-size", type=_positive(int),
                        help="examples a step (default: 128; 256 with --device cuda, where a step costs the same)")
     train.add_argument("--lr", type=_positive(float), help="Adam's learning rate (default: per track, see README)")
+    train.add_argument("--warmup-steps", type=_positive(int),
+                       help="raise the rate to --lr over this many steps, then let it fall as 1/sqrt(step) "
+                            "(default: the transformer's recipe; a constant rate for the other models)")
     train.add_argument("--embed-dim", type=_positive(int), default=32)
     train.add_argument("--hidden-size", type=_positive(int), help="per direction (default: per track, see README)")
     train.add_argument("--cell", choices=["gru", "lstm", "rnn"], default="gru")

@@ -73,6 +73,9 @@ class TrainConfig:
     restore_best: bool = True
     # What ``evaluate()`` returns, as the progress lines name it.
     metric: str = "test exact match"
+    # The Transformer's schedule (core.schedules.warmup_inverse_sqrt): lr rises to ``lr`` over this
+    # many steps, then falls as 1/sqrt(step). None: a constant rate.
+    warmup_steps: int | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -81,6 +84,8 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.eval_every < 1:
             raise ValueError(f"eval_every must be >= 1, got {self.eval_every}")
+        if self.warmup_steps is not None and self.warmup_steps < 1:
+            raise ValueError(f"warmup_steps must be >= 1 or None, got {self.warmup_steps}")
         if all(value is None for value in (self.epochs, self.max_steps, self.max_seconds, self.max_cpu_seconds,
                                              self.target_accuracy)):
             raise ValueError("give at least one of epochs, max_steps, max_seconds, max_cpu_seconds, target_accuracy")

@@ -5,7 +5,8 @@
 #      and copied into book/_assets/vendor/ (git-ignored), served from the book's _static/;
 #   2. the student versions of every exercise (the autograder's release: solutions and hidden tests
 #      removed, leak-checked) into _build/student/book/exercises/, which Sphinx copies next to the
-#      pages (html_extra_path); regenerated only when solutions/ or autograder/ changed;
+#      pages (html_extra_path); regenerated only when solutions/ or autograder/ changed; and the
+#      course package as a wheel, _build/student/attention_course-<version>-py3-none-any.whl;
 #   3. jupyter-book build . (notebooks executed with the cache, emptied when attention_course/ or
 #      the experiments' results in book/results/ change; any cell error fails the build).
 # Environment: PYTHON (default .venv/bin/python), NPM (default npm).
@@ -61,6 +62,24 @@ if [ ! -f "$root/_build/student.sources-hash" ] || [ "$(cat "$root/_build/studen
         cp "$released/$assignment.ipynb" "$student/book/exercises/$assignment.ipynb"
     done
     echo "$sources_hash" > "$root/_build/student.sources-hash"
+fi
+
+# 2a. the course package as a wheel, served with the book for students who work on their own
+# computer (the exercises page links it): built from a copy of the package's sources, so that
+# the checkout gets no build/ folder; rebuilt only when the package changed.
+wheel_hash="$(find attention_course pyproject.toml -type f ! -path '*/__pycache__/*' -print0 | sort -z \
+    | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$root/_build/wheel.sources-hash" 2>/dev/null)" != "$wheel_hash" ] \
+        || ! compgen -G "$student/attention_course-*.whl" >/dev/null; then
+    echo "build-book: building the course package's wheel"
+    wheel_src="$(mktemp -d)"
+    cp -r pyproject.toml README.md attention_course "$wheel_src/"
+    find "$wheel_src" -name __pycache__ -prune -exec rm -rf {} +
+    mkdir -p "$student"
+    rm -f "$student"/attention_course-*.whl
+    "$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$student" "$wheel_src"
+    rm -rf "$wheel_src"
+    echo "$wheel_hash" > "$root/_build/wheel.sources-hash"
 fi
 
 # 2b. the chapters as .ipynb notebooks (no outputs; code that the pages include from the package

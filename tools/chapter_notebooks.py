@@ -91,7 +91,8 @@ def diagram(page: Path, body: str, options: dict, dot_args: list[str], number: i
                              f"{done.stderr.decode(errors='replace').strip()}")
     name = f"diagram-{number}.svg"
     caption = " ".join(str(options.get("caption", "")).split())
-    markdown = f"![diagram {number}](attachment:{name})"
+    alt = " ".join(str(options.get("alt") or f"diagram {number}").split()).replace("]", "\\]")
+    markdown = f"![{alt}](attachment:{name})"
     if caption:
         markdown += f"\n\n*{caption}*"
     return markdown, name, base64.b64encode(done.stdout).decode("ascii")

@@ -9,6 +9,7 @@ Modules:
                   weights for a seed without building each other's layers
     shapes        shape and dtype checks whose errors name the argument, the expected and the got
     batches       calling a function a chunk of rows at a time (each track's ``call`` predicts so)
+    schedules     learning-rate schedules as pure factors (the Transformer's warm-up, then 1/sqrt(step))
 
 ``numpy_track`` and ``torch_track`` import from here; neither imports the other.
 """

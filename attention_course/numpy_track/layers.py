@@ -108,13 +108,21 @@ class SoftmaxCrossEntropy(Layer):
     ``loss = -(1 / #real) sum_{n,t real} log softmax(logits[n, t])[targets[n, t]]``. Positions
     where ``mask`` is False (padding) add nothing to the loss and get a zero gradient.
 
+    With ``label_smoothing`` = eps > 0 the target of each position is the distribution
+    ``(1 - eps) onehot(target) + eps / V`` instead of the one-hot vector (Szegedy et al. 2016;
+    the Transformer's eps = 0.1): the loss is the cross-entropy against it, and its gradient
+    with respect to the logits is ``softmax(logits) - target distribution``.
+
     Shapes:
         logits: (N, T, V) or (N, V).  targets: (N, T) or (N,) integer.  mask: like targets, bool.
         returns: a float (the loss).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, label_smoothing: float = 0.0) -> None:
         super().__init__()
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must lie in [0, 1), got {label_smoothing}")
+        self.label_smoothing = label_smoothing
         self._cache = None
 
     def forward(self, logits: np.ndarray, targets: np.ndarray, mask: np.ndarray | None = None) -> float:
@@ -132,13 +140,22 @@ class SoftmaxCrossEntropy(Layer):
         picked = probs[rows, flat_targets]
         weight = np.ones(flat_targets.size, dtype=logits.dtype) if mask is None else mask.reshape(-1).astype(logits.dtype)
         count = max(weight.sum(), 1.0)
-        loss = -(weight * np.log(np.maximum(picked, np.finfo(logits.dtype).tiny))).sum() / count
+        eps = self.label_smoothing
+        per_position = -np.log(np.maximum(picked, np.finfo(logits.dtype).tiny))
+        if eps:
+            # log softmax from the logits (not log of probs, which underflow): the mean over V of
+            # -log p is the smoothing part of the cross-entropy against (1 - eps) onehot + eps / V.
+            shifted = flat_logits - flat_logits.max(axis=-1, keepdims=True)
+            log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+            per_position = (1 - eps) * per_position - eps * log_probs.mean(axis=-1)
+        loss = (weight * per_position).sum() / count
         self._cache = (probs, flat_targets, weight, count, logits.shape)
         return float(loss)
 
     def backward(self, dout: float = 1.0) -> np.ndarray:
         probs, targets, weight, count, shape = self._cache
-        dlogits = probs.copy()
-        dlogits[np.arange(targets.size), targets] -= 1
+        eps = self.label_smoothing
+        dlogits = probs - eps / probs.shape[-1] if eps else probs.copy()
+        dlogits[np.arange(targets.size), targets] -= 1 - eps
         dlogits *= (weight * (dout / count))[:, None]
         return dlogits.reshape(shape)

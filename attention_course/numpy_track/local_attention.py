@@ -9,14 +9,16 @@ then looks only at the ``2D + 1`` positions of the window around it:
   ``S_n`` the real source length of example ``n``.
 
 Inside the window the weights are a softmax of the scores (any of the four score
-functions), times a Gaussian centred on ``p_i`` that favours the positions near it:
+functions). For local-p, as in the paper, the softmax is multiplied by a Gaussian centred on
+``p_i`` that favours the positions near it; local-m is the plain softmax over the window:
 
-    alpha_ij = softmax_{j in window}(e_ij) exp(-(j - p_i)^2 / (2 sigma^2)),
-    sigma = D / 2,    c_i = sum_{j in window} alpha_ij h_j .
+    local-m:  alpha_ij = softmax_{j in window}(e_ij)
+    local-p:  alpha_ij = softmax_{j in window}(e_ij) exp(-(j - p_i)^2 / (2 sigma^2)),  sigma = D / 2
+    c_i = sum_{j in window} alpha_ij h_j .
 
 The Gaussian is what lets a gradient reach ``p_i`` (and through it ``W_p`` and ``v_p``):
 which positions are in the window changes only in jumps, but the Gaussian's values move
-smoothly with ``p_i``. The weights no longer sum to one (the Gaussian is at most 1), as
+smoothly with ``p_i``. Local-p's weights no longer sum to one (the Gaussian is at most 1), as
 in the paper.
 
 Positions are 0-based: source positions ``j = 0 .. S_n - 1``, decoder steps
@@ -81,11 +83,11 @@ def monotonic_positions(lengths: np.ndarray, T_dec: int, first_step: int = 0,
 class LocalAttention(Layer):
     """Local attention, local-m or local-p, for every decoder step at once.
 
-    ``alpha_ij = softmax_{j in window_i}(e_ij) exp(-(j - p_i)^2 / (2 sigma^2))`` with
-    ``sigma = D / 2`` and ``c_i = sum_j alpha_ij h_j``; the window is the ``2D + 1``
-    positions around ``round(p_i)`` that hold real tokens. ``kind="local-m"``:
-    ``p_i = min(i, S_n - 1)`` (see ``monotonic_positions``); ``kind="local-p"``:
-    ``p_i = S_n sigmoid(v_p^T tanh(W_p s_i))``.
+    ``alpha_ij = softmax_{j in window_i}(e_ij)`` and ``c_i = sum_j alpha_ij h_j``; the window
+    is the ``2D + 1`` positions around ``round(p_i)`` that hold real tokens.
+    ``kind="local-m"``: ``p_i = min(i, S_n - 1)`` (see ``monotonic_positions``);
+    ``kind="local-p"``: ``p_i = S_n sigmoid(v_p^T tanh(W_p s_i))``, and the softmax is
+    multiplied by ``exp(-(j - p_i)^2 / (2 sigma^2))`` with ``sigma = D / 2``.
 
     The interface of ``TimeAttention``: ``forward(encoder_states, decoder_states,
     mask=None)`` returns the contexts of all decoder steps; ``backward(d_context)``
@@ -178,7 +180,9 @@ class LocalAttention(Layer):
                                     decoder_states.reshape(N * T_dec, 1, H_dec))
         aligned = masked_softmax(scores.reshape(N, T_dec, W), inside)  # (N, T_dec, W)
         distance = index.astype(dtype) - positions[:, :, None]  # j - p_i
-        gaussian = np.exp(-distance * distance / dtype.type(2 * self.sigma ** 2))
+        # local-p only, as in Luong et al.: local-m's window is the plain softmax.
+        gaussian = (np.exp(-distance * distance / dtype.type(2 * self.sigma ** 2)) if self.predictive
+                    else np.ones_like(distance))
         weights = aligned * gaussian  # (N, T_dec, W)
         context = (weights[:, :, None, :] @ windows)[:, :, 0]  # (N, T_dec, H_enc)
 

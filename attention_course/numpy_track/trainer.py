@@ -11,6 +11,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from ..core.schedules import warmup_inverse_sqrt
 from ..data import ParallelBatch
 from ..training import TrainConfig, TrainResult, run_training
 from .base import Layer
@@ -72,6 +73,8 @@ class Trainer:
         before clipping)."""
         self.model.backward()
         norm = clip_grad_norm(self.grads, self.config.max_grad_norm)
+        if self.config.warmup_steps is not None:
+            self.optimizer.lr = self.config.lr * warmup_inverse_sqrt(self.optimizer.t + 1, self.config.warmup_steps)
         self.optimizer.step()
         return loss, norm
 

@@ -594,7 +594,7 @@ class TransformerSeq2seq(Layer):
         self.config = config
         self.encoder = self.add_child("encoder", TransformerEncoder(config, rng))
         self.decoder = self.add_child("decoder", TransformerDecoder(config, rng))
-        self.loss_layer = SoftmaxCrossEntropy()
+        self.loss_layer = SoftmaxCrossEntropy(config.label_smoothing)
 
     def forward(
         self, source, source_mask, decoder_input, decoder_target, target_mask=None

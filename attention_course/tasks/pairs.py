@@ -135,7 +135,7 @@ def train_command(args, task) -> dict:
     if all(value is None for value in stopping.values()):
         stopping.update(epochs=3, target_accuracy=0.999)
     train_config = TrainConfig(batch_size=args.batch_size, lr=args.lr, eval_every=args.eval_every, seed=args.seed,
-                               **stopping)
+                               warmup_steps=args.warmup_steps, **stopping)
     model = track.build_model(args.model, config, seed=args.seed)
     trainer = track.make_trainer(model, train_config, device=args.device, amp=args.amp)
     device = str(getattr(trainer, "device", "cpu"))

@@ -22,11 +22,12 @@ from .wrappers import Bidirectional, Residual, Stacked
 from .captioning import CaptionDecoder, GridAttention, CNNCaptioner, ConvEncoder
 from .classifier import BinaryCrossEntropy, SequenceClassifier
 from .memory import MemN2N
+from .kernel_regression import KernelRegression
 from .pooling import AttentionPooling, LastStatePooling, MeanPooling
 from .transformer import LayerNorm, MultiHeadAttention, TransformerSeq2seq
 
 __all__ = [
-    "AttentionPooling", "BinaryCrossEntropy", "CaptionDecoder", "GridAttention", "LastStatePooling", "MeanPooling", "MemN2N",
+    "KernelRegression", "AttentionPooling", "BinaryCrossEntropy", "CaptionDecoder", "GridAttention", "LastStatePooling", "MeanPooling", "MemN2N",
     "SequenceClassifier", "CNNCaptioner", "ConvEncoder",
     "BahdanauDecoder", "HardAttention", "LocalAttention", "make_attention",
     "LSTMBaseline", "LayerNorm", "MultiHeadAttention", "NTM", "SigmoidCrossEntropy", "TransformerSeq2seq",

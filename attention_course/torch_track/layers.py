@@ -96,12 +96,19 @@ class Softmax(nn.Module):
 
 
 class SoftmaxCrossEntropy(nn.Module):
-    """Mean cross-entropy over the real tokens: padding (``mask`` False) adds nothing.
+    """Mean cross-entropy over the real tokens: padding (``mask`` False) adds nothing. With
+    ``label_smoothing`` eps, against ``(1 - eps) onehot + eps / V`` (see the NumPy track's).
 
     Shapes:
         logits: (N, T, V) or (N, V).  targets: (N, T) or (N,) integer.  mask: like targets, bool.
         returns: a 0-d tensor.
     """
+
+    def __init__(self, label_smoothing: float = 0.0) -> None:
+        super().__init__()
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must lie in [0, 1), got {label_smoothing}")
+        self.label_smoothing = label_smoothing
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         check_tensor("targets", targets, tuple(logits.shape[:-1]), kind="int")
@@ -109,7 +116,8 @@ class SoftmaxCrossEntropy(nn.Module):
             check_tensor("mask", mask, tuple(targets.shape), kind="bool")
         V = logits.shape[-1]
         losses = F.cross_entropy(logits.reshape(-1, V).float() if logits.dtype in (torch.float16, torch.bfloat16)
-                                 else logits.reshape(-1, V), targets.reshape(-1), reduction="none")
+                                 else logits.reshape(-1, V), targets.reshape(-1), reduction="none",
+                                 label_smoothing=self.label_smoothing)
         if mask is None:
             return losses.mean()
         weight = mask.reshape(-1).to(losses.dtype)

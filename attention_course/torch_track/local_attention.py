@@ -2,9 +2,9 @@
 
 The same names, parameters, equations and conventions as ``attention_course.numpy_track.local_attention``
 (read its docstring): a window of ``2D + 1`` positions around ``round(p_i)``, a softmax of the
-scores over the window's real tokens, multiplied by ``exp(-(j - p_i)^2 / (2 sigma^2))``,
-``sigma = D / 2``; ``p_i = min(i, S_n - 1)`` (local-m) or ``S_n sigmoid(v_p^T tanh(W_p s_i))``
-(local-p). Autograd does the backward pass, the gradient reaching ``W_p`` and ``v_p`` through the
+scores over the window's real tokens; ``p_i = min(i, S_n - 1)`` (local-m) or
+``S_n sigmoid(v_p^T tanh(W_p s_i))`` (local-p, whose softmax is multiplied by
+``exp(-(j - p_i)^2 / (2 sigma^2))``, ``sigma = D / 2``). Autograd does the backward pass, the gradient reaching ``W_p`` and ``v_p`` through the
 Gaussian. Only the window is gathered and scored: a decoder step costs ``O(D H)``.
 """
 
@@ -112,7 +112,7 @@ class LocalAttention(nn.Module):
                             decoder_states.reshape(N * T_dec, 1, H_dec)).reshape(N, T_dec, W)
         aligned = masked_softmax(scores, inside)  # (N, T_dec, W)
         distance = index.to(positions.dtype) - positions.unsqueeze(-1)  # (N, T_dec, W): j - p_i
-        weights = aligned * torch.exp(-distance * distance / (2 * self.sigma ** 2))
+        weights = aligned * torch.exp(-distance * distance / (2 * self.sigma ** 2)) if self.predictive else aligned
         context = (weights.unsqueeze(2) @ windows).squeeze(2)  # (N, T_dec, H_enc)
 
         self.positions, self.window_weights = positions, weights

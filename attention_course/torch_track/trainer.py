@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..core.configs import OptionError
+from ..core.schedules import warmup_inverse_sqrt
 from ..data import ParallelBatch
 from ..training import TrainConfig, TrainResult, run_training
 from .base import BATCH_FIELDS, batch_to_tensors
@@ -96,6 +97,7 @@ class Trainer:
         self.params = [p for p in model.parameters() if p.requires_grad]
         fused = self.device.type == "cuda"
         self.optimizer = torch.optim.Adam(self.params, lr=config.lr, **({"fused": True} if fused else {"foreach": True}))
+        self.updates = 0
 
     def train_step(self, tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """One step on a batch of sequence pairs; returns (loss, gradient norm before clipping) as 0-d
@@ -112,6 +114,10 @@ class Trainer:
         max_norm = self.config.max_grad_norm
         norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm if max_norm is not None else float("inf"),
                                               foreach=True)
+        self.updates += 1
+        if self.config.warmup_steps is not None:
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.config.lr * warmup_inverse_sqrt(self.updates, self.config.warmup_steps)
         self.optimizer.step()
         return loss.detach(), norm.detach()
 

@@ -422,7 +422,7 @@ class TransformerSeq2seq(nn.Module):
         self.config = config
         self.encoder = TransformerEncoder(config, rng)
         self.decoder = TransformerDecoder(config, rng)
-        self.loss_layer = SoftmaxCrossEntropy()
+        self.loss_layer = SoftmaxCrossEntropy(config.label_smoothing)
 
     def forward(
         self, source, source_mask, decoder_input, decoder_target, target_mask=None

@@ -77,6 +77,14 @@ def _diverging(value: float, scale: float) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
+def _colour_key() -> str:
+    """The heat maps' colour scale, as a row of shaded cells from weight 0 to weight 1."""
+    cells = "".join(f"<td style='background:{_colour(w)};width:14px;border:1px solid #ccc'></td>"
+                    for w in np.linspace(0, 1, 6))
+    return (f"weight &alpha;: <table style='display:inline-table;vertical-align:middle'><tr><td>0</td>"
+            f"{cells}<td>1</td></tr></table>")
+
+
 def _visible(character: str) -> str:
     return "␣" if character == " " else html.escape(character)
 
@@ -225,7 +233,8 @@ class AttentionExplorer:
         caption = widgets.HTML(_STYLE + (f"<b>{html.escape(title)}</b>" if title else ""))
         self.widget = widgets.VBox([caption, widgets.HBox([self.example, self.score]), self.step, self.view,
                                     widgets.HTML("<div class=ae>the whole alignment of this example "
-                                                 "(rows: output, columns: source):</div>"),
+                                                 "(rows: output, columns: source), " + _colour_key()
+                                                 + "</div>"),
                                     self.heatmaps])
 
     def _heatmap_html(self, score: str, example: int) -> str:

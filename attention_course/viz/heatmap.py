@@ -25,8 +25,12 @@ def _check(weights: np.ndarray, source: Sequence[str], output: Sequence[str]) ->
     return weights[:len(output), :len(source)]
 
 
-def plot_alignment(weights: np.ndarray, source: Sequence[str], output: Sequence[str], ax=None, title: str | None = None):
+def plot_alignment(weights: np.ndarray, source: Sequence[str], output: Sequence[str], ax=None, title: str | None = None,
+                   colorbar: bool = True):
     """Draw one alignment as a heat map on ``ax`` (a new figure if None); returns the axes.
+
+    The colours run from 0 to 1 (the weights of a row sum to 1), with a colour bar beside the
+    map unless ``colorbar=False`` (several maps can share one: ``fig.colorbar(ax.images[0], ax=axes)``).
 
     Shapes:
         weights: (T_out, T_enc), at least ``len(output)`` x ``len(source)`` (extra padding is cut).
@@ -36,7 +40,9 @@ def plot_alignment(weights: np.ndarray, source: Sequence[str], output: Sequence[
     weights = _check(weights, source, output)
     if ax is None:
         _, ax = plt.subplots(figsize=(max(3.0, 0.3 * len(source) + 1), max(2.0, 0.3 * len(output) + 1)))
-    ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="weight α", fraction=0.046, pad=0.02)
     ax.set_xticks(range(len(source)), [c if c != " " else "␣" for c in source], fontsize=8)
     ax.set_yticks(range(len(output)), list(output), fontsize=8)
     ax.set_xlabel("source")

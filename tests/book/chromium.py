@@ -135,6 +135,8 @@ class Browser:
     def _dispatch(self, message: dict) -> None:
         page = self.pages.get(message.get("sessionId"))
         if page is None:
+            if "sessionId" not in message and "method" in message:  # the browser's own events
+                self._events.append(message)
             return
         method, params = message.get("method"), message.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
@@ -169,12 +171,15 @@ class Browser:
                 return message.get("result", {})
             self._dispatch(message)
 
-    def wait_for_event(self, method: str, session: str, timeout: float = 60.0) -> dict:
-        """The next event ``method`` of ``session`` (one already received counts)."""
+    def wait_for_event(self, method: str, session: str | None, timeout: float = 60.0,
+                       where=None) -> dict:
+        """The next event ``method`` of ``session`` (``None``: the browser's own), for which
+        ``where(params)`` holds if given (one already received counts)."""
         deadline = time.monotonic() + timeout
         while True:
             for index, event in enumerate(self._events):
-                if event.get("method") == method and event.get("sessionId") == session:
+                if (event.get("method") == method and event.get("sessionId") == session
+                        and (where is None or where(event.get("params", {})))):
                     return self._events.pop(index)
             self._dispatch(self._receive(deadline))
 
@@ -196,6 +201,17 @@ class Browser:
         self.wait_for_event("Page.loadEventFired", session, timeout)
         page.evaluate(SETTLED % settle_ms, timeout=timeout)
         return page
+
+    def download(self, page: "Page", click: str, folder: Path, timeout: float = 60.0) -> Path:
+        """Click what the JavaScript expression ``click`` clicks, on ``page``, and wait for the
+        download it starts to finish; the file it wrote into ``folder``."""
+        self.command("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder),
+                                                     "eventsEnabled": True})
+        page.evaluate(click)
+        begun = self.wait_for_event("Browser.downloadWillBegin", None, timeout)["params"]
+        self.wait_for_event("Browser.downloadProgress", None, timeout,
+                            where=lambda p: p.get("guid") == begun["guid"] and p.get("state") == "completed")
+        return Path(folder) / begun["suggestedFilename"]
 
     def close(self) -> None:
         try:

@@ -94,14 +94,43 @@ def test_exercise_links_download_the_student_versions(built_book, parsed):
         assert "NotImplementedError" in source, f"{link} is not a student version (no answer cell left to fill)"
 
 
-def test_exercise_pages_link_to_jupyterhub_through_nbgitpuller(built_book, parsed):
-    page = built_book / "book" / "exercises.html"
-    hub = {value for _, attribute, value in parsed[page].links
-           if "/hub/user-redirect/git-pull?" in value and "exercises%2F" in value}
-    assert len(hub) == len([p for p in (ROOT / "solutions").iterdir() if p.is_dir()]), "one JupyterHub link per exercise"
+def test_no_link_points_at_a_hub_the_course_has_not_configured(built_book, parsed):
+    """With no hub address in _config.yml (the default), the book has no launch link at all, and
+    the exercises page links the local set-up instead (tests/book/test_book_exercise_links.py
+    checks the links a configured hub gets)."""
+    from attention_course.book import launch_settings, wheel_name
+
+    settings = launch_settings(ROOT)
+    hub_links = [f"{page.relative_to(built_book)}: {value}" for page, parser in parsed.items()
+                 for _, attribute, value in parser.links
+                 if "git-pull" in value or "example.edu" in value or "example.org" in value]
+    if not settings.jupyterhub_url:
+        assert not hub_links, "launch links without a configured hub:\n" + "\n".join(hub_links[:10])
+    exercises = parsed[built_book / "book" / "exercises.html"]
+    hrefs = [value for _, attribute, value in exercises.links if attribute == "href"]
+    assert f"../{wheel_name(ROOT)}" in hrefs and (built_book / wheel_name(ROOT)).is_file()
+    assert "on-your-own-computer" in exercises.ids
 
 
 def test_no_page_contains_a_solution_or_a_hidden_test(built_book):
     result = subprocess.run([sys.executable, "-m", "autograder", "leakscan", str(built_book)], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"leakscan found a leak in the built book:\n{result.stdout}{result.stderr}"
+
+
+def test_the_served_wheel_installs_and_has_what_the_exercises_import(built_book, tmp_path):
+    """The one-command local set-up installs the wheel; here without its dependencies (this
+    environment has them), into a folder of its own, and the exercises' imports work from it."""
+    from attention_course.book import wheel_name
+
+    target = tmp_path / "site"
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                                "--target", str(target), str(built_book / wheel_name(ROOT))],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    code = ("import attention_course, attention_course.testing, attention_course.numpy_track.transformer, "
+            "attention_course.convert; print(attention_course.__file__)")
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    assert imported.stdout.strip().startswith(str(target)), imported.stdout

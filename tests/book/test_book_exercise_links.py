@@ -51,12 +51,13 @@ def test_title_download_and_jupyterhub_link(tmp_path):
     assert "9z. A demo &amp; more" in markdown
     links = hrefs(markdown)
     assert links["download the notebook"] == "exercises/ch9z_demo.ipynb"
+    assert links["how to open it on your computer"] == "exercises.html#on-your-own-computer"
     hub = urlsplit(links["launch in JupyterHub"])
     assert (hub.scheme, hub.netloc, hub.path) == ("https", "hub.example.org", "/hub/user-redirect/git-pull")
     query = parse_qs(hub.query)
     assert query == {"repo": ["https://github.com/example/course"], "branch": ["student"], "targetpath": ["course"],
                      "urlpath": ["lab/tree/course/exercises/ch9z_demo.ipynb"]}
-    assert set(links) == {"download the notebook", "launch in JupyterHub"}
+    assert set(links) == {"download the notebook", "how to open it on your computer", "launch in JupyterHub"}
 
 
 def test_binder_and_colab_only_when_configured(tmp_path):
@@ -112,7 +113,23 @@ def test_the_sphinx_hook_rewrites_the_theme_launch_buttons_and_drops_dead_ones(t
         "lab/tree/course/chapters/01_bottleneck.ipynb"]
 
 
+def test_without_a_hub_there_is_no_launch_link_at_all(tmp_path):
+    root = make_course(tmp_path, hub="")
+    links = hrefs(book.exercise_links_markdown("ch9z_demo", root=root))
+    assert set(links) == {"download the notebook", "how to open it on your computer"}
+    assert book.chapter_launch_links("01_bottleneck", book.launch_settings(root)) == []
+
+
+def test_the_local_set_up_names_the_wheel_the_book_serves(tmp_path):
+    root = make_course(tmp_path)
+    (root / "pyproject.toml").write_text('[build-system]\nrequires = []\n[project]\nname = "x"\nversion = "2.5.1"\n')
+    markdown = book.local_setup_markdown(root)
+    assert 'href="../attention_course-2.5.1-py3-none-any.whl"' in markdown
+    assert 'python3 -m pip install "./attention_course-2.5.1-py3-none-any.whl[torch]" jupyterlab' in markdown
+
+
 def test_the_built_chapters_launch_a_notebook_that_exists(built_book):
+    """Every chapter's notebook is built; a hub, if one is configured, launches it (not the .md)."""
     import nbformat
 
     settings = book.launch_settings(ROOT)
@@ -120,7 +137,10 @@ def test_the_built_chapters_launch_a_notebook_that_exists(built_book):
         html = (built_book / "book" / f"{page.stem}.html").read_text(encoding="utf-8")
         launches = [href.replace("&amp;", "&") for href in re.findall(r'href="([^"]*git-pull[^"]*)"', html)]
         chapter = [url for url in launches if "chapters" in url]
-        assert chapter, f"{page.name}: no launch link to the chapter's notebook"
+        if settings.jupyterhub_url:
+            assert chapter, f"{page.name}: no launch link to the chapter's notebook"
+        else:
+            assert not launches, f"{page.name}: launch links without a configured hub: {launches}"
         for url in chapter:
             urlpath = parse_qs(urlsplit(url).query)["urlpath"][0]
             assert urlpath.endswith(settings.chapter_path.format(page=page.stem)), urlpath

@@ -44,11 +44,29 @@ def test_load_results_reads_results_beside_the_page_first(tmp_path, monkeypatch)
 
 def test_the_committed_results_of_chapters_1_to_7_load():
     names = ["bottleneck", "dates_scores", "dates_encoder", "dates_decoder", "dates_skips",
-             "translation_bleu"]
+             "translation_bleu", "transformer_vs_rnn"]
     for name in names:
         results = book.load_results(name)
         assert results["records"], name
         assert results["command"].startswith(".venv/bin/python -m tools.experiments."), name
+
+
+def test_every_results_file_a_page_loads_exists_and_says_where_it_comes_from():
+    """A page's ``load_results("NAME")`` finds book/results/NAME.json, and each file names the
+    command that made it, or, for figures quoted from an earlier run, says so."""
+    import re
+
+    from book_helpers import ROOT
+
+    loaded = {name for page in (ROOT / "book").glob("*.md")
+              for name in re.findall(r'load_results\("(\w+)"\)', page.read_text(encoding="utf-8"))}
+    assert {"gpu_checks", "transformer_constant_rate", "multihead_attention"} <= loaded
+    for name in sorted(loaded):
+        results = book.load_results(name)
+        command = results.get("command") or results.get("meta", {}).get("command")
+        assert command, f"{name}: no command"
+        if "provenance" in results:
+            assert "quoted" in results["provenance"].lower() or "earlier run" in results["provenance"], name
 
 
 def test_a_page_keeps_one_copy_of_each_script():

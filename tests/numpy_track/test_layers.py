@@ -203,3 +203,18 @@ def test_cross_entropy_of_huge_logits_is_finite():
 def test_cross_entropy_names_bad_arguments(targets, mask, message):
     with pytest.raises(ValueError, match=message):
         SoftmaxCrossEntropy().forward(np.zeros((2, 3, 5)), targets, mask)
+
+
+def test_label_smoothing_is_the_cross_entropy_against_the_smoothed_target(rng):
+    logits, targets = rng.standard_normal((2, 3, 5)), rng.integers(0, 5, size=(2, 3))
+    mask = np.array([[True, True, False], [True, True, True]])
+    eps, V = 0.1, 5
+    smoothed = np.full((2, 3, V), eps / V) + (1 - eps) * np.eye(V)[targets]  # (N, T, V)
+    log_p = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    expected = -(smoothed * log_p).sum(axis=-1)[mask].mean()
+    layer = SoftmaxCrossEntropy(label_smoothing=eps)
+    assert layer.forward(logits, targets, mask) == pytest.approx(expected, rel=1e-12)
+    assert SoftmaxCrossEntropy().forward(logits, targets, mask) > layer.forward(logits, targets, mask) - 1.0
+    check_layer_gradients(layer, {"logits": logits}, forward_kwargs={"targets": targets, "mask": mask}, wrt=["logits"])
+    with pytest.raises(ValueError, match="label_smoothing"):
+        SoftmaxCrossEntropy(label_smoothing=1.0)

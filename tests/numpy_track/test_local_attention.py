@@ -36,7 +36,8 @@ def layer_and_states(rng, kind, score="general", window=2, t_enc=T_enc, t_dec=T_
 
 def reference_weights(layer, encoder_states, decoder_states, mask):
     """Luong's equations written out for one (n, i) at a time, over the whole source: the scores of
-    every position, a softmax over the window's real tokens, times the Gaussian."""
+    every position, a softmax over the window's real tokens, times the Gaussian for local-p
+    (local-m is the plain softmax over the window, Luong et al. section 3.2)."""
     N_, T_enc_, _ = encoder_states.shape
     lengths = mask.sum(axis=1)
     D, sigma = layer.window, layer.window / 2
@@ -51,7 +52,8 @@ def reference_weights(layer, encoder_states, decoder_states, mask):
             j = np.arange(T_enc_)
             in_window = (np.abs(j - np.floor(p + 0.5)) <= D) & (j < lengths[n])
             aligned = masked_softmax(scores, in_window)
-            expected[n, i] = aligned * np.exp(-(j - p) ** 2 / (2 * sigma ** 2))
+            gaussian = np.exp(-(j - p) ** 2 / (2 * sigma ** 2)) if layer.kind == "local-p" else 1.0
+            expected[n, i] = aligned * gaussian
     return expected
 
 
@@ -97,7 +99,7 @@ def test_weights_are_zero_outside_the_window_and_on_padding(rng, kind):
     assert np.all(weights[distance > 1] == 0), "outside the window"
     assert np.all(weights[np.broadcast_to(~mask[:, None, :], weights.shape)] == 0), "on padding"
     assert (weights > 0).sum(axis=-1).max() <= 3 and (weights.sum(axis=-1) > 0).all()
-    assert (weights.sum(axis=-1) <= 1 + 1e-12).all(), "a softmax times a Gaussian of at most 1"
+    assert (weights.sum(axis=-1) <= 1 + 1e-12).all(), "a softmax, for local-p times a Gaussian of at most 1"
 
 
 def test_local_m_window_is_clipped_at_the_sequences_ends(rng):
@@ -110,7 +112,7 @@ def test_local_m_window_is_clipped_at_the_sequences_ends(rng):
     # Past the end of a 4-token source the window stays on its last token (p_i = 3).
     np.testing.assert_array_equal(layer.positions[1], [0, 1, 2, 3, 3, 3, 3])
     assert np.all(weights[1, 4:, 4:] == 0) and np.all(weights[1, 4:, 3] > 0)
-    # A one-token source: all the weight on that token, exactly the softmax's 1 times the Gaussian's 1.
+    # A one-token source: all the weight on that token, exactly the softmax's 1.
     np.testing.assert_allclose(weights[2, :, 0], 1.0)
     assert np.all(weights[2, :, 1:] == 0)
 
@@ -254,3 +256,15 @@ def test_the_attention_model_learns_eight_dates_with_local_attention(kind):
                                   batch.decoder_target.shape[1], target_vocab.eos_id)
     assert [target_vocab.decode(row) for row in ids] == [target for _, target in pairs]
     assert weights.shape[:2] == ids.shape and (np.count_nonzero(weights, axis=-1) <= 5).all(), "2D + 1 = 5"
+
+
+def test_local_m_is_the_plain_softmax_over_its_window_and_local_p_is_not(rng):
+    """Luong et al. 3.2: only local-p multiplies by the Gaussian, so only local-m's weights sum to 1."""
+    mask = lengths_mask([9, 5, 2], T_enc)
+    sums = {}
+    for kind in KINDS:
+        layer, encoder_states, decoder_states = layer_and_states(rng, kind)
+        layer.forward(encoder_states, decoder_states, mask)
+        sums[kind] = layer.attention_weights.sum(axis=-1)
+    np.testing.assert_allclose(sums["local-m"], 1.0, rtol=1e-12)
+    assert (sums["local-p"] < 1 - 1e-3).any()

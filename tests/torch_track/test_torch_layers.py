@@ -163,3 +163,19 @@ def test_resolve_dtype(given, expected):
 def test_resolve_dtype_rejects_integers():
     with pytest.raises(ValueError, match="dtype"):
         resolve_dtype("int32")
+
+
+def test_label_smoothing_matches_the_numpy_track(parity, rng):
+    mask = MASKS["ragged"]
+    logits = rng.standard_normal((N, T, V)) * 2
+    targets = rng.integers(0, V, logits.shape[:-1])
+    layer = np_layers.SoftmaxCrossEntropy(label_smoothing=0.1)
+    loss = layer.forward(logits, targets, mask)
+    dlogits = layer.backward(1.0)
+    logits_t = parity.as_torch(logits, requires_grad=True)
+    loss_t = th_layers.SoftmaxCrossEntropy(label_smoothing=0.1)(logits_t, torch.from_numpy(targets),
+                                                                parity.as_torch(mask))
+    loss_t.backward()
+    parity.assert_close("loss", loss_t, np.float64(loss))
+    parity.assert_close("dlogits", logits_t.grad, dlogits)
+    assert loss != pytest.approx(np_layers.SoftmaxCrossEntropy().forward(logits, targets, mask))

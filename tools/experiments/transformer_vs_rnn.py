@@ -2,29 +2,33 @@
 
 For each task, seed and model, each in a fresh process, one after the other, the course's own
 command: ``attention-course train --track torch --task TASK --model MODEL --seed SEED
---target-accuracy 0.99 --max-seconds S [--max-steps STEPS] --n-test N --eval-every E``, every other
-option at its default:
+--target-accuracy 0.99 --max-cpu-seconds S [--max-steps STEPS] --n-test N --eval-every E``, every
+other option at its default:
 
 * ``attention``: a bidirectional GRU encoder and a GRU decoder with general-score attention (the
-  torch track's defaults: 48 units per direction, Adam at 0.015);
+  torch track's defaults: 48 units per direction, Adam at a constant 0.015);
 * ``transformer``: 2 encoder and 2 decoder layers, d_model 64, 4 heads, feed-forward 256,
-  pre-norm (Adam at 0.004).
+  pre-norm, trained with the Transformer's recipe (the track's defaults: Adam whose rate rises to
+  its peak over a warm-up and then falls as 1/sqrt(step), and label smoothing; the values are
+  recorded in the file's settings, ``transformer_recipe``).
 
 Both train on the CPU in batches of 128 with one thread, on 20,000 generated pairs (the data seed
 is the run's seed), and are scored by greedy decoding of the N test pairs every E steps; a run
-stops at 99% test exact match, after S seconds or after STEPS steps (a limit for every task, or
-one per task: ``--max-steps dates=800 translation=300``). A record holds the steps, the wall-clock
-seconds and the process's CPU seconds it took (the CPU seconds do not depend on what else the
-machine runs), the exact match it ended with and every evaluation on the way. The results file is
-rewritten after every run.
+stops at 99% test exact match, after S CPU seconds of its process or after STEPS steps (a limit
+for every task, or one per task: ``--max-steps dates=800 translation=300``). A record holds the
+steps, the wall-clock seconds and the process's CPU seconds it took (the CPU seconds do not
+depend on what else the machine runs), the exact match it ended with and every evaluation on
+the way. The results file is rewritten after every run.
 
     .venv/bin/python -m tools.experiments.transformer_vs_rnn            # hours on 2 busy cores
     .venv/bin/python -m tools.experiments.transformer_vs_rnn --tasks dates --seeds 0
 
 from the repository root; it writes ``book/results/transformer_vs_rnn.json`` (``--out`` to write
-elsewhere). ``--update`` re-runs only the ``--tasks`` given and keeps the other tasks' records of
-the file (the same seeds, test pairs, evaluation interval and time limit are required); the file
-then names the command behind each task's records (``commands``).
+elsewhere). ``--update`` re-runs only the ``--tasks`` and ``--models`` given and keeps the file's
+records of the others (the same seeds, test pairs, evaluation interval and CPU limit are
+required, and the same step limit for a task whose other model's records are kept); the file
+then names the command behind each task's and model's records (``commands``, keyed
+``"TASK MODEL"``).
 """
 
 from __future__ import annotations
@@ -46,19 +50,36 @@ TASKS = ("dates", "translation")
 MODELS = ("attention", "transformer")
 
 
-def train(task: str, model: str, seed: int, folder: Path, target_accuracy: float, max_seconds: float,
+# A run's process may take this long on a busy machine before it is stopped as hung.
+WALL_CLOCK_LIMIT_S = 6 * 3600
+
+
+def transformer_recipe() -> dict:
+    """The Transformer's training recipe as the command line applies it (the torch track's
+    defaults and ``TransformerConfig``'s label smoothing), for the results file."""
+    from dataclasses import fields
+
+    from attention_course.core.configs import TransformerConfig
+    from attention_course.torch_track.track import MODEL_DEFAULTS
+
+    smoothing = next(field.default for field in fields(TransformerConfig) if field.name == "label_smoothing")
+    return {**MODEL_DEFAULTS["transformer"], "label_smoothing": smoothing}
+
+
+def train(task: str, model: str, seed: int, folder: Path, target_accuracy: float, max_cpu_seconds: float,
           max_steps: int | None = None, n_train: int | None = None, n_test: int | None = None,
           eval_every: int = 25) -> dict:
     """One run of ``attention-course train`` in a fresh process; its record."""
     command = [sys.executable, "-m", "attention_course", "train", "--track", "torch", "--task", task, "--model", model,
-               "--seed", str(seed), "--target-accuracy", str(target_accuracy), "--max-seconds", str(max_seconds),
+               "--seed", str(seed), "--target-accuracy", str(target_accuracy),
+               "--max-cpu-seconds", str(max_cpu_seconds),
                "--eval-every", str(eval_every), "--out", str(folder), "--no-progress"]
     for option, value in (("--max-steps", max_steps), ("--n-train", n_train), ("--n-test", n_test)):
         if value is not None:
             command += [option, str(value)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=max_seconds + 900, cwd=ROOT, env=env)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=WALL_CLOCK_LIMIT_S, cwd=ROOT, env=env)
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # The child's CPU seconds (start-up, training and evaluations): what it would take on an idle core.
     cpu_seconds = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
@@ -112,7 +133,7 @@ EXAMPLES = {"dates": ["september 27, 1994", "Tue, 3 Mar 2020"],
                             "a young girl helped the tired sailor and the dog slept"]}
 
 
-def run(tasks, seeds, models=MODELS, target_accuracy: float = 0.99, max_seconds: float = 600.0, log=None,
+def run(tasks, seeds, models=MODELS, target_accuracy: float = 0.99, max_cpu_seconds: float = 1800.0, log=None,
         max_steps: dict | None = None, **options):
     """Train every (task, seed, model) in turn; yields the records one by one (``max_steps``: per task)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,7 +141,7 @@ def run(tasks, seeds, models=MODELS, target_accuracy: float = 0.99, max_seconds:
             for seed in seeds:
                 for model in models:
                     folder = Path(tmp) / f"{task}-{model}-{seed}"
-                    record = train(task, model, seed, folder, target_accuracy, max_seconds,
+                    record = train(task, model, seed, folder, target_accuracy, max_cpu_seconds,
                                    max_steps=(max_steps or {}).get(task), **options)
                     if seed == seeds[0]:
                         record["attention"] = attention_maps(folder, EXAMPLES[task])
@@ -145,35 +166,47 @@ def _steps_by_task(values: list[str] | None, tasks) -> dict:
     return limits
 
 
-def _kept_records(args, settings: dict) -> tuple[list[dict], dict, dict]:
-    """``--update``: the records, step limits and commands of the tasks not re-run, from ``--out``."""
+def _key(task: str, model: str) -> str:
+    return f"{task} {model}"
+
+
+def _kept_records(args, settings: dict, max_steps: dict) -> tuple[list[dict], dict, dict]:
+    """``--update``: the records, step limits and commands of the (task, model) pairs not re-run."""
     if not args.out.exists():
         raise SystemExit(f"--update: {args.out} does not exist")
     earlier = json.loads(args.out.read_text(encoding="utf-8"))
-    for name in ("seeds", "target_accuracy", "max_seconds", "n_test", "eval_every"):
-        if earlier["settings"][name] != settings[name]:
+    for name in ("seeds", "target_accuracy", "max_cpu_seconds", "n_test", "eval_every"):
+        if earlier["settings"].get(name) != settings[name]:
             raise SystemExit(f"--update: {name} {settings[name]} differs from {args.out}'s "
-                             f"{earlier['settings'][name]}; run with the same settings")
-    other = [task for task in earlier["settings"]["tasks"] if task not in args.tasks]
-    commands = earlier.get("commands") or {task: earlier["command"] for task in earlier["settings"]["tasks"]}
-    return ([record for record in earlier["records"] if record["task"] in other],
-            {task: earlier["settings"]["max_steps"].get(task) for task in other},
-            {task: commands[task] for task in other})
+                             f"{earlier['settings'].get(name)}; run with the same settings")
+    commands = earlier["commands"]
+    rerun = {_key(task, model) for task in args.tasks for model in args.models}
+    kept = [record for record in earlier["records"] if _key(record["task"], record["model"]) not in rerun]
+    steps = {}
+    for record in kept:
+        task = record["task"]
+        steps[task] = earlier["settings"]["max_steps"].get(task)
+        if task in args.tasks and max_steps.get(task) != steps[task]:
+            raise SystemExit(f"--update: {task}'s step limit {max_steps.get(task)} differs from the "
+                             f"{steps[task]} of the records kept for it; run with the same limit")
+    return kept, steps, {key: command for key, command in commands.items() if key not in rerun}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--target-accuracy", type=float, default=0.99)
-    parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--max-cpu-seconds", type=float, default=1800.0,
+                        help="stop a run after this many CPU seconds of its process")
     parser.add_argument("--max-steps", nargs="+", metavar="[TASK=]STEPS",
                         help="also stop each run after this many steps (for every task, or per task)")
     parser.add_argument("--n-test", type=int, default=1000, help="test pairs (quick checks: fewer)")
     parser.add_argument("--eval-every", type=int, default=25, help="steps between evaluations")
     parser.add_argument("--out", type=Path, default=RESULTS / "transformer_vs_rnn.json")
     parser.add_argument("--update", action="store_true",
-                        help="keep the records of the other tasks in --out (run with the same settings)")
+                        help="keep the records of the other tasks and models in --out (run with the same settings)")
     args = parser.parse_args(argv)
     max_steps = _steps_by_task(args.max_steps, args.tasks)
     command = command_line("tools.experiments.transformer_vs_rnn", argv)
@@ -181,24 +214,27 @@ def main(argv: list[str] | None = None) -> None:
     clock = Stopwatch()
     load = [round(x, 2) for x in os.getloadavg()]
     settings = {"tasks": args.tasks, "seeds": args.seeds, "models": list(MODELS), "track": "torch", "device": "cpu",
-                "target_accuracy": args.target_accuracy, "max_seconds": args.max_seconds,
+                "target_accuracy": args.target_accuracy, "max_cpu_seconds": args.max_cpu_seconds,
                 "max_steps": {task: max_steps.get(task) for task in args.tasks}, "n_train": 20000,
-                "n_test": args.n_test, "eval_every": args.eval_every}
-    kept, earlier_steps, commands = [], {}, {task: command for task in args.tasks}
+                "n_test": args.n_test, "eval_every": args.eval_every, "transformer_recipe": transformer_recipe()}
+    commands = {_key(task, model): command for task in args.tasks for model in args.models}
+    kept, earlier_steps = [], {}
     if args.update:
-        kept, earlier_steps, earlier_commands = _kept_records(args, settings)
+        kept, earlier_steps, earlier_commands = _kept_records(args, settings, max_steps)
         commands = {**earlier_commands, **commands}
-    tasks = [task for task in TASKS if task in commands]
+    tasks = [task for task in TASKS if any(key.split()[0] == task for key in commands)]
     settings.update(tasks=tasks, max_steps={task: max_steps.get(task, earlier_steps.get(task)) for task in tasks})
-    commands = {task: commands[task] for task in tasks}
+    commands = {_key(task, model): commands[_key(task, model)] for task in tasks for model in MODELS
+                if _key(task, model) in commands}
     records = list(kept)
+    expected = len(tasks) * len(args.seeds) * len(MODELS)
     # The file is written after every run, so that a long experiment stopped early keeps what it measured.
-    for record in run(args.tasks, args.seeds, MODELS, args.target_accuracy, args.max_seconds, clock.log,
+    for record in run(args.tasks, args.seeds, args.models, args.target_accuracy, args.max_cpu_seconds, clock.log,
                       max_steps=max_steps, n_test=args.n_test, eval_every=args.eval_every):
         records.append(record)
         path = write_results(args.out, "transformer_vs_rnn", settings, records, clock.seconds, command,
                              commands=commands, load_average_before=load, cpus=os.cpu_count(),
-                             complete=len(records) == len(tasks) * len(args.seeds) * 2)
+                             complete=len(records) == expected)
     print(path)
 
 

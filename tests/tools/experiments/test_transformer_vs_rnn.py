@@ -12,28 +12,37 @@ pytest.importorskip("torch")
 from tools.experiments import transformer_vs_rnn  # noqa: E402
 
 
-def _earlier_translation_results(out, **settings) -> dict:
-    """A results file of an earlier run that trained translation only (records abridged)."""
-    settings = {"tasks": ["translation"], "seeds": [0], "target_accuracy": 0.99, "max_seconds": 600.0,
-                "max_steps": {"translation": 7}, "n_test": 50, "eval_every": 25, **settings}
+def _earlier_results(out, **settings) -> dict:
+    """A results file of an earlier run (records abridged): translation with both models, and
+    dates with the RNN only."""
+    settings = {"tasks": ["dates", "translation"], "seeds": [0], "target_accuracy": 0.99, "max_cpu_seconds": 1800.0,
+                "max_steps": {"dates": 4, "translation": 7}, "n_test": 50, "eval_every": 25, **settings}
     records = [{"task": "translation", "model": model, "seed": 0, "steps": 7} for model in ("attention", "transformer")]
-    earlier = {"command": "earlier translation command", "settings": settings, "records": records}
+    records.append({"task": "dates", "model": "attention", "seed": 0, "steps": 4})
+    commands = {"translation attention": "earlier translation command",
+                "translation transformer": "earlier translation command", "dates attention": "earlier dates command"}
+    earlier = {"command": "earlier command", "settings": settings, "records": records, "commands": commands}
     out.write_text(json.dumps(earlier))
     return earlier
 
 
 def test_a_small_run_records_what_the_page_draws(tmp_path):
     out = tmp_path / "results.json"
-    earlier = _earlier_translation_results(out)
-    # --update: dates is trained now, the translation records of the file are kept.
+    earlier = _earlier_results(out)
+    # --update: the transformer on dates is trained now, and the RNN on dates, whose record is
+    # replaced; the translation records of the file are kept.
     transformer_vs_rnn.main(["--tasks", "dates", "--seeds", "0", "--max-steps", "dates=4", "--n-test", "50",
-                             "--out", str(out), "--update"])
+                             "--eval-every", "25", "--out", str(out), "--update"])
     results = json.loads(out.read_text())
     assert results["experiment"] == "transformer_vs_rnn" and "tools.experiments.transformer_vs_rnn" in results["command"]
     assert results["complete"] and results["settings"]["max_steps"] == {"dates": 4, "translation": 7}
     assert results["settings"]["tasks"] == ["dates", "translation"]
-    assert results["commands"] == {"dates": results["command"], "translation": "earlier translation command"}
-    assert [r for r in results["records"] if r["task"] == "translation"] == earlier["records"]
+    assert results["settings"]["transformer_recipe"]["warmup_steps"] >= 1
+    assert 0 < results["settings"]["transformer_recipe"]["label_smoothing"] < 1
+    assert results["commands"] == {"dates attention": results["command"], "dates transformer": results["command"],
+                                   "translation attention": "earlier translation command",
+                                   "translation transformer": "earlier translation command"}
+    assert [r for r in results["records"] if r["task"] == "translation"] == earlier["records"][:2]
     records = {record["model"]: record for record in results["records"] if record["task"] == "dates"}
     assert sorted(records) == ["attention", "transformer"]
     for record in records.values():
@@ -57,9 +66,14 @@ def test_update_needs_the_same_settings(tmp_path):
     out = tmp_path / "results.json"
     with pytest.raises(SystemExit, match="does not exist"):
         transformer_vs_rnn.main(["--tasks", "dates", "--update", "--out", str(out)])
-    _earlier_translation_results(out, n_test=300)
+    _earlier_results(out, n_test=300)
     with pytest.raises(SystemExit, match="n_test 50 differs"):
         transformer_vs_rnn.main(["--tasks", "dates", "--seeds", "0", "--n-test", "50", "--update", "--out", str(out)])
+    _earlier_results(out)
+    # the transformer on dates again, with another step limit than the RNN's kept record had
+    with pytest.raises(SystemExit, match="step limit 9 differs"):
+        transformer_vs_rnn.main(["--tasks", "dates", "--models", "transformer", "--seeds", "0", "--n-test", "50",
+                                 "--max-steps", "dates=9", "--update", "--out", str(out)])
 
 
 def test_step_limits_per_task():
