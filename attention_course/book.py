@@ -189,7 +189,7 @@ def local_setup_markdown(root: Path | None = None) -> str:
         f'2. Set up, once, with Python 3.10 or newer (the `[torch]` part installs PyTorch, which the '
         f'`b` exercises need; it is a large download):\n\n'
         f'   ```bash\n   python3 -m pip install "./{wheel}[torch]" jupyterlab\n   ```\n\n'
-        f'3. Open the notebook: `python3 -m jupyter lab ch3a_weight_sum.ipynb` (with your '
+        f'3. Open the notebook: `python3 -m jupyter lab ch3a_multi_query_penalty.ipynb` (with your '
         f"notebook's name), and run its cells from the top.\n"
     )
 

@@ -27,6 +27,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-extensions", "--hide-scrollbars", "--mute-audio",
          "--host-resolver-rules=MAP * ~NOTFOUND"]
+# The same, but a server on this machine's loopback address answers (a test that serves the book).
+LOCAL_FLAGS = [*FLAGS[:-1], "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 
 # Resolves once the page has settled: the load event, MathJax's first typesetting (MathJax 3's
 # startup promise), and then a quiet moment for the widget manager, which renders after load.
@@ -81,7 +83,7 @@ class Page:
 class Browser:
     """A headless Chromium; use as a context manager."""
 
-    def __init__(self, width: int = 1280, height: int = 900) -> None:
+    def __init__(self, width: int = 1280, height: int = 900, local_server: bool = False) -> None:
         if CHROMIUM is None:
             raise FileNotFoundError("chromium is not installed")
         self.width, self.height = width, height
@@ -98,7 +100,7 @@ class Browser:
             os.dup2(outbound, 4)
 
         self.process = subprocess.Popen(
-            [CHROMIUM, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={self._profile.name}",
+            [CHROMIUM, *(LOCAL_FLAGS if local_server else FLAGS), "--remote-debugging-pipe", f"--user-data-dir={self._profile.name}",
              f"--window-size={width},{height}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=wire_pipes, close_fds=False)  # Python's own descriptors close on exec
