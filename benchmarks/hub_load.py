@@ -72,7 +72,9 @@ def execute(ws, code: str, timeout: float) -> str:
                         "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
                         "content": {"code": code, "silent": False, "store_history": False,
                                     "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
-    output, deadline = [], time.monotonic() + timeout
+    # done when both the reply (shell) and the kernel's idle status (iopub, after all the cell's
+    # output) have come: the two channels reach the websocket in either order
+    output, replied, idle, deadline = [], False, False, time.monotonic() + timeout
     while time.monotonic() < deadline:
         message = json.loads(ws.recv())
         if (message.get("parent_header") or {}).get("msg_id") != msg_id:
@@ -83,6 +85,10 @@ def execute(ws, code: str, timeout: float) -> str:
         elif kind == "error":
             raise RuntimeError(f"{message['content']['ename']}: {message['content']['evalue']}")
         elif kind == "execute_reply":
+            replied = True
+        elif kind == "status" and message["content"].get("execution_state") == "idle":
+            idle = True
+        if replied and idle:
             return "".join(output)
     raise TimeoutError(f"no reply within {timeout:.0f} s")
 

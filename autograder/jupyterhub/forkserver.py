@@ -1,30 +1,40 @@
 """The course hub's fork server: each user's Jupyter server is forked from a process that has
 already imported the server's code, instead of starting a fresh interpreter.
 
-A Jupyter server's start cost about 4 CPU seconds here, nearly all of it imports (JupyterHub's
-single-user extension, which brings SQLAlchemy; jupyter_server; JupyterLab, which also runs
-``node`` once when imported; nbgrader's extensions); its first kernel cost another second. A
-class logging in at once paid that thirty times. ``hub start`` starts this process as root, in
-the users' environment, before the hub and with none of the hub's secrets in its environment:
+A Jupyter server's start cost about 5.6 CPU seconds here (server, first kernel and a cell),
+nearly all of it imports (JupyterHub's single-user extension, which brings SQLAlchemy;
+jupyter_server; JupyterLab, whose import also runs ``node`` for yarn's configuration, 0.7 CPU s;
+nbgrader's extensions). A class logging in at once paid that thirty times. ``hub start`` starts
+this process as root, in the users' environment, before the hub and with none of the hub's
+secrets in its environment:
 
 1. it imports the single-user server's code and the kernel's (``PRELOAD``: ipykernel, NumPy,
-   the course package), starts no thread and no event loop, and listens on a unix socket in a
-   folder only root can enter; a connection from any uid but root's is closed unread
-   (``SO_PEERCRED``);
+   the course package), refuses to go on if that started a thread, freezes what it imported
+   (``gc.freeze``: the collector leaves those pages alone, so children share them), and listens
+   on a unix socket in a folder only root can enter; a connection from any uid but root's is
+   closed unread (``SO_PEERCRED``);
 2. for each connection it forks and goes back to listening. It never reads a request: the
    token the hub makes for a server reaches the forked child only, so this process holds no
    secret of the hub's or of any user;
 3. the child reads the request (the plan of ``enter.py``, the server's environment and
-   arguments, and the hub's log as its output, passed as descriptors), does what ``enter.py``
-   does (``enter.enter``: the user's cgroups, a private mount namespace with capped ``/tmp`` and
-   ``/dev/shm``, rlimits, the user's groups and uid for good, the user's home), forks the user's
-   kernel zygote (``kernels.py``), answers with a pidfd of itself (the spawner polls and signals
-   exactly this process, whatever pids are reused later) and runs the server's main.
+   arguments, and the hub's log as its output, passed as descriptors), closes every other
+   descriptor, starts a session of its own, does what ``enter.py`` does (``enter.enter``: the
+   user's cgroups, a private mount namespace with capped ``/tmp`` and ``/dev/shm``, rlimits, the
+   user's groups and uid for good, no capabilities left, the user's home), takes the server's
+   environment and ``sys.path`` (without the fork server's PYTHONPATH), forks the user's kernel
+   zygote (``kernels.py``), answers with a pidfd of itself (the spawner polls and signals exactly
+   this process, whatever pids are reused later), and only then becomes dumpable by its user
+   (a drop from root without exec leaves a process undumpable: until its answer is sent, nothing
+   of the user's can reach its socket to the hub) and runs the server's main.
+
+If the hub finds no fork server listening, a server starts through ``enter.py`` as before; if the
+fork server took a request but gave no server, the start fails (it is not tried twice).
 
 The children share the fork server's pages copy-on-write: a student's memory is what their
-server and kernel change, the rest is counted once. What they also share: the fork server's
-address-space layout and Python's hash seed (each user's server and kernels have the same), as
-every process forked from one zygote does.
+server and kernel change, the rest is counted once, in the fork server. What they also share:
+the fork server's address-space layout and Python's hash seed (each user's server and kernels
+have the same), as every process forked from one zygote does; ``random`` reseeds itself in a
+forked child, and a kernel reseeds NumPy's global generator.
 
     python -P -m autograder.jupyterhub.forkserver SOCKET    (as root; hub start does it)
 """
