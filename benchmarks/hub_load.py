@@ -205,22 +205,23 @@ def cgroup_memory(state: dict, user: str) -> int | None:
     return None
 
 
-def user_cpu_seconds(user: str) -> float | None:
-    """CPU seconds of everything running as ``user`` (their server, kernel zygote and kernel, and
-    what those waited for, e.g. JupyterLab's ``node``): the start, the kernel and the cell. The
-    same measure whether the server was forked or started afresh; what the fork server spent
-    importing once is reported apart (``process_cpu_seconds``)."""
-    uid, total = pwd.getpwnam(user).pw_uid, None
+def user_cpu_seconds(user: str) -> tuple[float, float] | None:
+    """CPU seconds of everything running as ``user``: their server (and what it waited for, e.g.
+    JupyterLab's ``node`` when not preloaded), and their kernels (with the kernel zygote, if any):
+    the start, the kernel and the cell. The same measure whether the server was forked or started
+    afresh; what the fork server spent importing once is reported apart (``process_cpu_seconds``)."""
+    uid, seconds, parents = pwd.getpwnam(user).pw_uid, {}, {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
         try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
-                continue
-            total = (total or 0.0) + process_cpu_seconds(int(entry), children=True)
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                seconds[int(entry)] = process_cpu_seconds(int(entry), children=True)
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError):
             continue
-    return total
+    if not seconds:
+        return None
+    server = sum(cpu for pid, cpu in seconds.items() if parents[pid] not in seconds)
+    return server, sum(seconds.values()) - server
 
 
 def process_cpu_seconds(pid: int, children: bool = False) -> float:
@@ -309,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"a server's imports: {tuned:.2f} CPU s in the hub's environment, {untuned:.2f} CPU s in the "
               f"course's own (ratio {tuned / untuned:.2f})")
         single = report("alone (baseline)", class_run(url, [alone], password, args.timeout))
-        hub_pids = {"JupyterHub": _pid(hub_dir / "jupyterhub.pid"), "the proxy": _pid(hub_dir / "jupyterhub-proxy.pid")}
+        hub_pids = {"JupyterHub": _pid(hub_dir / "jupyterhub.pid"), "the proxy": _pid(hub_dir / "proxy.pid")}
         before = {name: process_cpu_seconds(pid) for name, pid in hub_pids.items() if pid}
         fork_cpu = process_cpu_seconds(fork_server) if fork_server else 0.0
         own_cpu = time.process_time()
@@ -321,10 +322,12 @@ def main(argv: list[str] | None = None) -> int:
         p95 = report(f"the class at once (load average after: {load[0]:.1f})", students)
         if "total" in single and "total" in p95:
             print(f"  ratio class p95 / alone, login -> first result: {p95['total'] / single['total']:.1f}")
-        cpu = [c for c in (user_cpu_seconds(s.name) for s in students if not s.error) if c is not None]
+        parts = [c for c in (user_cpu_seconds(s.name) for s in students if not s.error) if c is not None]
+        cpu = [server + kernels for server, kernels in parts]
         if cpu:
             print(f"CPU seconds per student (all their processes: server start, kernel, cell): "
-                  f"p50 {percentile(cpu, 50):.2f}, max {max(cpu):.2f}"
+                  f"p50 {percentile(cpu, 50):.2f} (server {percentile([p[0] for p in parts], 50):.2f}, "
+                  f"kernel {percentile([p[1] for p in parts], 50):.2f}), max {max(cpu):.2f}"
                   + (f"; the fork server's own for the class: {fork_cpu:.2f}" if fork_server else ""))
         print("CPU seconds for the class in the hub's own processes: "
               + ", ".join(f"{name} {seconds:.1f}" for name, seconds in hub_cpu.items())
