@@ -9,8 +9,9 @@ When the server stops, whatever it left in its cgroups is killed.
 Where the hub has a fork server (``forkserver.py``, started by ``hub start``), the server is
 forked from it, which does the same steps in the child and then runs the server without
 starting a new interpreter: the spawner holds a pidfd of that child (``ForkedServer``), so that
-polling and signalling reach exactly it. Without one (or if it does not answer), the server
-starts through ``enter.py`` as a new process, as before.
+polling and signalling reach exactly it. Without one (or if none listens on its socket), the
+server starts through ``enter.py`` as a new process, as before; if the fork server took the request
+but its child failed, the start fails (a child might still be on its way: never two servers).
 """
 
 from __future__ import annotations
