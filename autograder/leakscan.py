@@ -220,6 +220,19 @@ def scan(paths: list[Path], secrets: list[Secret], kinds: tuple[str, ...] = ("so
 MARKERS = tuple(begin for begin, _ in _MARKERS.values())   # a source notebook, or a copy of one
 
 
+def _markers_in_code(text: str) -> bool:
+    """Whether a notebook's code cells hold an nbgrader BEGIN marker (as a source notebook's do); a
+    markdown cell that names the markers (the instructor's guide) is prose. Text that is not a
+    notebook counts wherever the marker is."""
+    try:
+        cells = json.loads(text).get("cells")
+        sources = ["".join(cell.get("source", "")) if isinstance(cell.get("source"), list) else cell.get("source", "")
+                   for cell in cells if cell.get("cell_type") == "code"]
+    except (ValueError, AttributeError, TypeError):
+        return any(marker in text for marker in MARKERS)
+    return any(marker in source for source in sources for marker in MARKERS)
+
+
 def scan_readable(paths: list[str], git_dirs: list[str], secrets: list[Secret]) -> list[dict]:
     """Leaks in the files of ``paths`` that this process can open, and in every object of the git
     repositories ``git_dirs`` it can read; unreadable ones are skipped (that is the point), and so are
@@ -238,7 +251,7 @@ def scan_readable(paths: list[str], git_dirs: list[str], secrets: list[Secret]) 
         hit = next((s for s in secrets if s.line in blob), None)
         if hit is not None:
             found.append({"where": where, "kind": hit.kind, "origin": hit.origin})
-        elif where.lower().endswith(".ipynb") and any(marker in text for marker in MARKERS):
+        elif where.lower().endswith(".ipynb") and _markers_in_code(data.decode("utf-8", errors="ignore")):
             found.append({"where": where, "kind": "source notebook", "origin": "an nbgrader BEGIN marker"})
 
     me = os.getuid()

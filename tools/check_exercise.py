@@ -57,6 +57,7 @@ from autograder.course import Course  # noqa: E402
 from autograder.errors import GradingError  # noqa: E402
 from autograder.grading import GradeOptions, autograde  # noqa: E402
 from autograder.references import reference_path  # noqa: E402
+from autograder import similarity  # noqa: E402
 from autograder.release import release  # noqa: E402
 from autograder.submissions import import_submissions  # noqa: E402
 
@@ -276,8 +277,11 @@ def judge(entries: list[Entry]) -> None:
             entry.verdict = "NOT GRADED"
             continue
         full = entry.score == entry.max_score and entry.max_score > 0
+        # Copy flags are expected in this batch (fakes and mutants are made from the solution) and
+        # change no score; any other flag is the grader's finding.
+        findings = [flag for flag in entry.flags if not similarity.is_copy_flag(flag)]
         if entry.expect == "full":
-            entry.verdict = "ok" if full and entry.status == "graded" else \
+            entry.verdict = "ok" if full and not findings and entry.status in ("graded", "flagged") else \
                 f"PROBLEM: not full marks, or flagged ({entry.flags[:1]})"
         elif entry.expect == "zero":
             entry.verdict = "ok" if entry.score == 0 else "PROBLEM: scores"

@@ -95,3 +95,27 @@ def test_feedback_withholds_a_page_whose_instructor_part_would_show_a_hidden_tes
     page = fixture_course.root / "feedback" / "printed" / "fx_softmax" / "fx_softmax.html"
     assert page.exists(), done.stdout
     assert "hidden_expected = np.exp(hidden_scores" in html.unescape(page.read_text())
+
+
+def test_the_marker_rule_reads_a_notebooks_code_cells_and_skips_the_accounts_own_files(tmp_path, monkeypatch):
+    """A notebook whose code cells hold nbgrader's markers is a source notebook, wherever it lies; one
+    whose markdown names them (the instructor's guide as a chapter notebook) is prose; a file that is
+    not a notebook counts as text. Files the scanning account owns are its own work."""
+    import nbformat
+
+    def notebook(name: str, *cells) -> str:
+        path = tmp_path / name
+        nbformat.write(nbformat.v4.new_notebook(cells=list(cells)), path)
+        return str(path)
+
+    marker = "### BEGIN SOLUTION\nx = 1\n### END SOLUTION"
+    source = notebook("copy.ipynb", nbformat.v4.new_code_cell(marker))
+    guide = notebook("instructor.ipynb", nbformat.v4.new_markdown_cell(f"Write `{marker.splitlines()[0]}`."))
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{ not json " + marker)
+    monkeypatch.setattr(leakscan.os, "getuid", lambda: -1)   # no file here is the scanner's own
+    found = leakscan.scan_readable([source, guide, str(broken)], [], [])
+    assert sorted(leak["where"] for leak in found) == sorted([source, str(broken)])
+    assert {leak["kind"] for leak in found} == {"source notebook"}
+    monkeypatch.undo()
+    assert leakscan.scan_readable([source], [], []) == []   # this process's own file

@@ -27,7 +27,7 @@ import sys
 
 import pytest
 
-from autograder import leakscan
+from autograder import leakscan, similarity
 from autograder.course import REPO_ROOT, package_folder
 from autograder.feedback import feedback
 
@@ -99,7 +99,10 @@ def _records(entry) -> dict:
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_the_solution_scores_full_marks(graded, name):
     entry = _entry(graded[name], "solution")
-    assert entry.status == "graded", entry.flags
+    # The batch holds fakes and mutants made from the solution, so copy flags are expected (they
+    # change no score); any other flag is a grading problem.
+    assert entry.status == "graded" or (entry.status == "flagged" and entry.flags
+                                         and all(similarity.is_copy_flag(flag) for flag in entry.flags)), entry.flags
     assert entry.max_score > 0 and entry.score == entry.max_score, entry.records
     assert entry.records and all(record["passed"] for record in entry.records.values())
 

@@ -28,7 +28,9 @@ elsewhere). ``--update`` re-runs only the ``--tasks`` and ``--models`` given and
 records of the others (the same seeds, test pairs, evaluation interval and CPU limit are
 required, and the same step limit for a task whose other model's records are kept); the file
 then names the command behind each task's and model's records (``commands``, keyed
-``"TASK MODEL"``).
+``"TASK MODEL"``). ``--resume``, with the same settings, keeps every record and runs only the
+(task, model, seed) runs the file lacks (an experiment stopped early); the file keeps its first
+command and lists the resuming ones (``resumed_by``).
 """
 
 from __future__ import annotations
@@ -134,12 +136,15 @@ EXAMPLES = {"dates": ["september 27, 1994", "Tue, 3 Mar 2020"],
 
 
 def run(tasks, seeds, models=MODELS, target_accuracy: float = 0.99, max_cpu_seconds: float = 1800.0, log=None,
-        max_steps: dict | None = None, **options):
-    """Train every (task, seed, model) in turn; yields the records one by one (``max_steps``: per task)."""
+        max_steps: dict | None = None, done=frozenset(), **options):
+    """Train every (task, seed, model) in turn, but those in ``done``; yields the records one by one
+    (``max_steps``: per task)."""
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
             for seed in seeds:
                 for model in models:
+                    if (task, model, seed) in done:
+                        continue
                     folder = Path(tmp) / f"{task}-{model}-{seed}"
                     record = train(task, model, seed, folder, target_accuracy, max_cpu_seconds,
                                    max_steps=(max_steps or {}).get(task), **options)
@@ -192,6 +197,24 @@ def _kept_records(args, settings: dict, max_steps: dict) -> tuple[list[dict], di
     return kept, steps, {key: command for key, command in commands.items() if key not in rerun}
 
 
+def _resumed(args, settings: dict) -> dict:
+    """``--resume``: the file's records, settings and commands, if it was run with these settings."""
+    if args.update:
+        raise SystemExit("--resume and --update: choose one")
+    if not args.out.exists():
+        raise SystemExit(f"--resume: {args.out} does not exist")
+    earlier = json.loads(args.out.read_text(encoding="utf-8"))
+    for name in ("seeds", "target_accuracy", "max_cpu_seconds", "n_test", "eval_every", "transformer_recipe"):
+        if earlier["settings"].get(name) != settings[name]:
+            raise SystemExit(f"--resume: {name} {settings[name]} differs from {args.out}'s "
+                             f"{earlier['settings'].get(name)}; run with the same settings")
+    for task in args.tasks:
+        if earlier["settings"]["max_steps"].get(task) != settings["max_steps"].get(task):
+            raise SystemExit(f"--resume: {task}'s step limit {settings['max_steps'].get(task)} differs from "
+                             f"{args.out}'s {earlier['settings']['max_steps'].get(task)}")
+    return earlier
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
@@ -205,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-test", type=int, default=1000, help="test pairs (quick checks: fewer)")
     parser.add_argument("--eval-every", type=int, default=25, help="steps between evaluations")
     parser.add_argument("--out", type=Path, default=RESULTS / "transformer_vs_rnn.json")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep every record in --out and run only the missing (task, model, seed) runs "
+                             "(run with the same settings; for an experiment stopped early)")
     parser.add_argument("--update", action="store_true",
                         help="keep the records of the other tasks and models in --out (run with the same settings)")
     args = parser.parse_args(argv)
@@ -226,16 +252,25 @@ def main(argv: list[str] | None = None) -> None:
     settings.update(tasks=tasks, max_steps={task: max_steps.get(task, earlier_steps.get(task)) for task in tasks})
     commands = {_key(task, model): commands[_key(task, model)] for task in tasks for model in MODELS
                 if _key(task, model) in commands}
+    done, earlier_seconds, resumed = frozenset(), 0.0, {}
+    if args.resume:
+        earlier = _resumed(args, settings)
+        kept, commands, command = earlier["records"], earlier["commands"], earlier["command"]
+        settings = earlier["settings"]
+        done = frozenset((record["task"], record["model"], record["seed"]) for record in kept)
+        tasks = settings["tasks"]
+        earlier_seconds = earlier["seconds"]
+        resumed = {"resumed_by": [*earlier.get("resumed_by", []), command_line("tools.experiments.transformer_vs_rnn", argv)]}
     records = list(kept)
     expected = len(tasks) * len(args.seeds) * len(MODELS)
     # The file is written after every run, so that a long experiment stopped early keeps what it measured.
     for record in run(args.tasks, args.seeds, args.models, args.target_accuracy, args.max_cpu_seconds, clock.log,
-                      max_steps=max_steps, n_test=args.n_test, eval_every=args.eval_every):
+                      max_steps=max_steps, n_test=args.n_test, eval_every=args.eval_every, done=done):
         records.append(record)
-        path = write_results(args.out, "transformer_vs_rnn", settings, records, clock.seconds, command,
-                             commands=commands, load_average_before=load, cpus=os.cpu_count(),
-                             complete=len(records) == expected)
-    print(path)
+        path = write_results(args.out, "transformer_vs_rnn", settings, records, earlier_seconds + clock.seconds,
+                             command, commands=commands, load_average_before=load, cpus=os.cpu_count(),
+                             complete=len(records) == expected, **resumed)
+        print(path)
 
 
 if __name__ == "__main__":

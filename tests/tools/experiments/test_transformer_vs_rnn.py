@@ -93,9 +93,10 @@ def test_the_committed_results_have_every_run_the_page_reads():
     assert runs == {(task, model, seed) for task in settings["tasks"] for model in settings["models"]
                     for seed in settings["seeds"]}
     assert set(settings["tasks"]) == {"dates", "translation"}
-    assert set(results["commands"]) == set(settings["tasks"])
+    assert set(results["commands"]) == {f"{task} {model}" for task in settings["tasks"] for model in settings["models"]}
     assert all("tools.experiments.transformer_vs_rnn" in command for command in results["commands"].values())
-    assert "--update" in results["commands"]["translation"]
+    # an experiment stopped early and resumed says so, with the command that resumed it
+    assert all("--resume" in command for command in results.get("resumed_by", []))
     # Translation had room to reach 99% (what the page reports steps and time to).
     assert settings["max_steps"]["translation"] >= 2000
     for record in results["records"]:
@@ -107,3 +108,30 @@ def test_the_committed_results_have_every_run_the_page_reads():
                 assert record["steps"] == settings["max_steps"][record["task"]]
     first = [r for r in results["records"] if r["task"] == "dates" and r["seed"] == settings["seeds"][0]]
     assert {r["model"] for r in first if r.get("attention")} == {"attention", "transformer"}
+
+
+def test_resume_runs_only_the_missing_runs_and_keeps_the_rest(tmp_path):
+    out = tmp_path / "results.json"
+    with pytest.raises(SystemExit, match="does not exist"):
+        transformer_vs_rnn.main(["--resume", "--out", str(out)])
+    from tools.experiments.common import write_results
+
+    settings = {"tasks": ["dates"], "seeds": [0], "models": ["attention", "transformer"], "target_accuracy": 0.99,
+                "max_cpu_seconds": 1800.0, "max_steps": {"dates": 4}, "n_test": 50, "eval_every": 25,
+                "transformer_recipe": transformer_vs_rnn.transformer_recipe()}
+    kept = {"task": "dates", "model": "attention", "seed": 0, "steps": 4, "marker": "kept as it was"}
+    commands = {"dates attention": "the first command", "dates transformer": "the first command"}
+    write_results(out, "transformer_vs_rnn", settings, [kept], 100.0, "the first command", commands=commands,
+                  complete=False)
+    arguments = ["--tasks", "dates", "--seeds", "0", "--max-steps", "dates=4", "--n-test", "50", "--eval-every", "25",
+                 "--out", str(out), "--resume"]
+    with pytest.raises(SystemExit, match="choose one"):
+        transformer_vs_rnn.main(arguments + ["--update"])
+    with pytest.raises(SystemExit, match="step limit 5 differs"):
+        transformer_vs_rnn.main([*arguments[:5], "dates=5", *arguments[6:]])
+    transformer_vs_rnn.main(arguments)
+    results = json.loads(out.read_text())
+    assert results["records"][0] == kept   # not run again
+    assert [(r["model"], r["steps"]) for r in results["records"][1:]] == [("transformer", 4)]
+    assert results["complete"] and results["command"] == "the first command" and results["commands"] == commands
+    assert results["seconds"] > 100.0 and "--resume" in results["resumed_by"][0]
