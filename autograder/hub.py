@@ -495,6 +495,12 @@ def scan_as_students(roster: dict, hub_dir: Path, environment: Path, library_pat
     skip = {hub_dir / "courses", hub_dir / "images", hub_dir / "homes", hub_dir / "python", hub_dir / "wheels",
             hub_dir / "env", hub_dir / "lib", Path(source).resolve(), REPO_ROOT / ".venv",
             REPO_ROOT / "attention_course", REPO_ROOT / "autograder"}
+    # Returned feedback: each page holds its student's own answers (a correct one shares lines with
+    # the solution) and the visible part of the tests (autograder.feedback refuses a page whose
+    # instructor part holds a hidden-test line), under a name only that student knows (nbgrader's
+    # hash of the submission) in a folder nobody else can list. Scanned, it would make every hub
+    # that has returned feedback refuse to start again.
+    skip |= {hub_dir / "exchange" / course / "feedback" for course in roster}
     files, git_dirs = _git_dirs_and_files(roots, skip)
     request = json.dumps({"paths": files, "git_dirs": git_dirs,
                           "secrets": [vars(s) for s in secrets_]})
