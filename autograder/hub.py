@@ -96,6 +96,9 @@ _SCAN_MAX_BYTES = 20 * 1024 * 1024
 # Imports the users' environment refuses (see _attention_hub_env.py, written by users_environment).
 SKIPPED_IMPORTS = ("rfc3987_syntax",)
 SKIPPED_IMPORT_COST = "3.2 of the 5.2 CPU seconds a Jupyter server spent importing (measured here, loaded)"
+# In the environment of the fork server, hence of every server and kernel forked from it (a
+# process's /proc/PID/environ is the one it started with): the hub's folder.
+FORK_SERVER_MARK = "ATTENTION_HUB_FORKS"
 _SCAN_SKIP_DIRS = {"node_modules", "site-packages", "dist-packages", "__pycache__", ".jupyter_cache", "proc"}
 
 
@@ -492,6 +495,12 @@ def scan_as_students(roster: dict, hub_dir: Path, environment: Path, library_pat
     skip = {hub_dir / "courses", hub_dir / "images", hub_dir / "homes", hub_dir / "python", hub_dir / "wheels",
             hub_dir / "env", hub_dir / "lib", Path(source).resolve(), REPO_ROOT / ".venv",
             REPO_ROOT / "attention_course", REPO_ROOT / "autograder"}
+    # Returned feedback: each page holds its student's own answers (a correct one shares lines with
+    # the solution) and the visible part of the tests (autograder.feedback refuses a page whose
+    # instructor part holds a hidden-test line), under a name only that student knows (nbgrader's
+    # hash of the submission) in a folder nobody else can list. Scanned, it would make every hub
+    # that has returned feedback refuse to start again.
+    skip |= {hub_dir / "exchange" / course / "feedback" for course in roster}
     files, git_dirs = _git_dirs_and_files(roots, skip)
     request = json.dumps({"paths": files, "git_dirs": git_dirs,
                           "secrets": [vars(s) for s in secrets_]})
@@ -738,6 +747,7 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
     }
     for key in ("created_users", "created_groups"):
         state[key] = _load(state_path).get(key, [])
+    state["forkserver"] = start_fork_server(hub_dir, environment, library_path, python_path)
     _write(state_path, json.dumps(state, indent=1), 0o600)
     for name in ("jupyterhub.sqlite", "jupyterhub_cookie_secret", "jupyterhub-proxy.pid"):
         if (hub_dir / name).exists():
@@ -754,6 +764,7 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if hub.poll() is not None:
+            stop_fork_server(hub_dir)
             raise GradingError(f"JupyterHub exited ({hub.returncode}); see {hub_dir / 'logs'}: "
                                + _tail(hub_dir / "logs" / "jupyterhub.log"))
         if _answers(f"http://127.0.0.1:{state['hub_port']}/hub/api/") and _answers(f"{state['url']}/hub/api/",
@@ -763,6 +774,62 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         time.sleep(0.3)
     stop(hub_dir)
     raise GradingError(f"JupyterHub did not answer within {timeout:.0f} s; see {hub_dir / 'logs'}")
+
+
+def start_fork_server(hub_dir: Path, environment: Path, library_path: str, python_path: Path,
+                      timeout: float = 180.0) -> str:
+    """Start the users' servers' fork server (``jupyterhub/forkserver.py``), as root, from the users'
+    environment, with none of the hub's secrets; returns its socket's path once it listens (after
+    its imports). Its socket is in ``run/``, root's alone; its log in ``logs/forkserver.log``."""
+    stop_fork_server(hub_dir)
+    run = hub_dir / "run"
+    run.mkdir(exist_ok=True)
+    os.chmod(run, 0o700)
+    path = run / "forkserver.sock"
+    path.unlink(missing_ok=True)
+    env = {"PATH": f"{environment / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(run), "LANG": "C.UTF-8",
+           "PYTHONPATH": str(python_path), "PYTHONNOUSERSITE": "1", FORK_SERVER_MARK: str(hub_dir),
+           # no BLAS threads in the fork server (a fork keeps only the thread that forked): a kernel's
+           # NumPy computes on one thread, which is what a student's CPU limit (1 by default) allows
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           **{name: os.environ[name] for name in ("OPENBLAS_CORETYPE",) if name in os.environ},
+           **({"LD_LIBRARY_PATH": library_path} if library_path else {})}
+    log = open(os.open(hub_dir / "logs" / "forkserver.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+    with log:
+        server = subprocess.Popen([str(environment / "bin" / "python"), "-P", "-m", "autograder.jupyterhub.forkserver",
+                                   str(path)], cwd=run, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                  start_new_session=True, umask=0o077)
+    _write(hub_dir / "forkserver.pid", str(server.pid), 0o600)
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if server.poll() is not None or time.monotonic() > deadline:
+            stop_fork_server(hub_dir)
+            raise GradingError(f"the users' servers' fork server did not start; see {hub_dir / 'logs' / 'forkserver.log'}: "
+                               + _tail(hub_dir / "logs" / "forkserver.log"))
+        time.sleep(0.2)
+    return str(path)
+
+
+def stop_fork_server(hub_dir: Path) -> bool:
+    """Stop the fork server (the servers it forked are the hub's to stop); False if none ran."""
+    pid = _read_pid(hub_dir / "forkserver.pid")
+    (hub_dir / "forkserver.pid").unlink(missing_ok=True)
+    if not _alive(pid) or not _is_fork_server(pid, hub_dir):
+        return False
+    os.kill(pid, signal.SIGKILL)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    return True
+
+
+def _is_fork_server(pid: int, hub_dir: Path) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return f"{FORK_SERVER_MARK}={hub_dir}".encode() in handle.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def _hub_cgroup_name(hub_dir: Path) -> str:
@@ -907,8 +974,10 @@ def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = 
 
 def _hub_processes(state: dict) -> list[int]:
     """Processes this hub started that are still running: servers, kernels and services carry the
-    hub's API address in their environment; users the hub created own nothing else."""
-    marker = f"JUPYTERHUB_API_URL=http://127.0.0.1:{state.get('hub_port')}/hub/api".encode()
+    hub's API address in their environment, or the fork server's mark (in the fork server and
+    everything forked from it); users the hub created own nothing else."""
+    markers = {f"JUPYTERHUB_API_URL=http://127.0.0.1:{state.get('hub_port')}/hub/api".encode(),
+               f"{FORK_SERVER_MARK}={state.get('hub_dir')}".encode()}
     created = set()
     for name in state.get("created_users", []):
         try:
@@ -924,7 +993,7 @@ def _hub_processes(state: dict) -> list[int]:
                 found.append(int(entry))
                 continue
             with open(f"/proc/{entry}/environ", "rb") as handle:
-                if marker in handle.read().split(b"\0"):
+                if markers & set(handle.read().split(b"\0")):
                     found.append(int(entry))
         except OSError:
             continue
@@ -952,6 +1021,8 @@ def stop(hub_dir: Path = DEFAULT_DIR, remove_users: bool = False, timeout: float
         if _alive(pid):
             os.killpg(pid, signal.SIGKILL)
         done.append(f"stopped JupyterHub (pid {pid})")
+    if stop_fork_server(hub_dir):
+        done.append("stopped the users' servers' fork server")
     proxy = _read_pid(hub_dir / "proxy.pid")
     if _alive(proxy):
         os.kill(proxy, signal.SIGKILL)

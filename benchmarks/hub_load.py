@@ -1,20 +1,25 @@
 """A class logging in at once: N students against a course hub on this machine, through HTTP only.
 
-    sudo .venv/bin/python benchmarks/hub_load.py [--students 30] [--port 8790]
+    sudo .venv/bin/python benchmarks/hub_load.py [--students 30] [--port 8790] [--without-fork-server]
 
 Starts a hub (``python -m autograder hub start``, real users made for the run and removed
 after, the default limits) and then, for every student at the same moment, as a browser and
 JupyterLab would: the login form, the server's start (the hub's REST API, until ready), a kernel
 (its websocket), and a cell that imports numpy and the course package and runs an attention
-forward. Prints, per stage, p50 and p95 over the students and the failures; then, once every
-student is idle with that kernel still open, the memory per idle student (their memory cgroups)
-and the CPU seconds each server's start took (its process, at ready).
+forward. Prints, per stage, p50 and p95 over the students and the failures; then the CPU
+seconds each student's processes took (server, kernel and what they ran: the start, the kernel
+and the cell) and, once every student is idle with that kernel still open, the memory per idle
+student (their memory cgroups). With the hub's fork server (``jupyterhub/forkserver.py``), what
+it spent importing once and its resident memory, which the servers forked from it share, are
+printed apart: pages a student shares with it are charged to it, not to the student.
 
-The baseline, measured in the same run: one student alone, before the class (the ratio
+The baselines, measured in the same run: one student alone, before the class (the ratio
 ``class p95 / alone`` says what the crowd costs), and the CPU a server's start spends importing
 with the course hub's environment against the course's own virtual environment (the untuned
-import, ``rfc3987_syntax`` and all). Goal (issue 20): 30 students, 0 failures, p95 login ->
-first result <= 30 s. Wall times depend on what else the machine runs: say what it ran.
+import, ``rfc3987_syntax`` and all). ``--without-fork-server`` stops the fork server once the hub
+has started, so that every server starts as a new process (``enter.py``), as before it: run it
+back to back with a run without the flag to compare. Goal (issue 20): 30 students, 0 failures,
+p95 login -> first result <= 30 s. Wall times depend on what else the machine runs: say what it ran.
 """
 
 from __future__ import annotations
@@ -67,7 +72,9 @@ def execute(ws, code: str, timeout: float) -> str:
                         "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
                         "content": {"code": code, "silent": False, "store_history": False,
                                     "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
-    output, deadline = [], time.monotonic() + timeout
+    # done when both the reply (shell) and the kernel's idle status (iopub, after all the cell's
+    # output) have come: the two channels reach the websocket in either order
+    output, replied, idle, deadline = [], False, False, time.monotonic() + timeout
     while time.monotonic() < deadline:
         message = json.loads(ws.recv())
         if (message.get("parent_header") or {}).get("msg_id") != msg_id:
@@ -78,6 +85,10 @@ def execute(ws, code: str, timeout: float) -> str:
         elif kind == "error":
             raise RuntimeError(f"{message['content']['ename']}: {message['content']['evalue']}")
         elif kind == "execute_reply":
+            replied = True
+        elif kind == "status" and message["content"].get("execution_state") == "idle":
+            idle = True
+        if replied and idle:
             return "".join(output)
     raise TimeoutError(f"no reply within {timeout:.0f} s")
 
@@ -117,17 +128,8 @@ class Student(threading.Thread):
             answer = api.post(f"{self.url}/hub/api/users/{self.name}/server", timeout=self.timeout)
             if answer.status_code not in (201, 202):
                 raise RuntimeError(f"spawn: {answer.status_code} {answer.text[:200]}")
-            deadline = time.monotonic() + self.timeout
-            while True:
-                model = api.get(f"{self.url}/hub/api/users/{self.name}", timeout=self.timeout).json()
-                server = (model.get("servers") or {}).get("")
-                if server and server.get("ready"):
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"spawn timed out: {model.get('pending')!r} {server!r}")
-                if not server and not model.get("pending"):
-                    raise RuntimeError(f"the server did not start (the hub's log says why): {model!r}"[:300])
-                time.sleep(0.5)
+            if answer.status_code == 202:   # pending: follow its progress, as the hub's spawn page does
+                wait_for_server(api, self.url, self.name, self.timeout)
             lap("spawn")
             base = f"{self.url}/user/{self.name}"
             kernel = api.post(f"{base}/api/kernels", json={"name": "python3"}, timeout=self.timeout).json()["id"]
@@ -142,6 +144,27 @@ class Student(threading.Thread):
             self.times["total"] = time.monotonic() - start
         except Exception as exc:  # noqa: BLE001 - a student's failure is counted, with its reason
             self.error = f"{type(exc).__name__}: {exc}"
+
+
+def wait_for_server(api: requests.Session, url: str, name: str, timeout: float) -> None:
+    """Until the user's server is ready: the progress event stream that the hub's spawn page
+    follows (an EventSource), not a poll of the REST API, which would load the hub as no browser does."""
+    deadline = time.monotonic() + timeout
+    with api.get(f"{url}/hub/api/users/{name}/server/progress", stream=True, timeout=timeout,
+                 headers={"Accept": "text/event-stream"}) as events:
+        events.raise_for_status()
+        for line in events.iter_lines(decode_unicode=True):
+            if line and line.startswith("data:"):
+                event = json.loads(line[len("data:"):])
+                if event.get("ready"):
+                    return
+                if event.get("failed"):
+                    raise RuntimeError(f"the server did not start: {event.get('message')}"[:300])
+            if time.monotonic() > deadline:
+                break
+    model = api.get(f"{url}/hub/api/users/{name}", timeout=timeout).json()
+    if not ((model.get("servers") or {}).get("") or {}).get("ready"):
+        raise RuntimeError(f"spawn timed out: {model.get('pending')!r}")
 
 
 def class_run(url: str, names: list[str], password: str, timeout: float) -> list[Student]:
@@ -182,13 +205,36 @@ def cgroup_memory(state: dict, user: str) -> int | None:
     return None
 
 
-def server_cpu_seconds(user: str) -> float | None:
-    """CPU seconds of the user's Jupyter server process (its start, if measured at ready)."""
-    for pid in subprocess.run(["pgrep", "-u", user, "-f", "jupyterhub-singleuser"], capture_output=True,
-                              text=True).stdout.split():
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return None
+def user_cpu_seconds(user: str) -> tuple[float, float] | None:
+    """CPU seconds of everything running as ``user``: their server (and what it waited for, e.g.
+    JupyterLab's ``node`` when not preloaded), and their kernels (with the kernel zygote, if any):
+    the start, the kernel and the cell. The same measure whether the server was forked or started
+    afresh; what the fork server spent importing once is reported apart (``process_cpu_seconds``)."""
+    uid, seconds, parents = pwd.getpwnam(user).pw_uid, {}, {}
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                seconds[int(entry)] = process_cpu_seconds(int(entry), children=True)
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+    if not seconds:
+        return None
+    server = sum(cpu for pid, cpu in seconds.items() if parents[pid] not in seconds)
+    return server, sum(seconds.values()) - server
+
+
+def process_cpu_seconds(pid: int, children: bool = False) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def resident_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def import_cpu(python: str) -> float:
@@ -199,11 +245,24 @@ def import_cpu(python: str) -> float:
     return sorted(runs)[1]
 
 
+def _pid(path: Path) -> int | None:
+    """The pid in ``path`` if that process runs."""
+    try:
+        pid = int(path.read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=180, help="seconds per stage before a student fails")
+    parser.add_argument("--without-fork-server", action="store_true",
+                        help="the baseline: stop the hub's fork server after start, so that every server starts "
+                             "as a new process (enter.py), as before the fork server")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("run it as root: the hub starts each student's server as that student", file=sys.stderr)
@@ -236,25 +295,50 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"hub start (users, homes, wheel, leak scan): {time.monotonic() - started:.1f} s")
         state = json.loads((hub_dir / "state.json").read_text())
+        fork_server = _pid(hub_dir / "forkserver.pid")
+        if args.without_fork_server and fork_server:
+            subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from autograder import hub; "
+                            "hub.stop_fork_server(Path(sys.argv[1]))", str(hub_dir)], cwd=REPO, check=True)
+            fork_server = None
+        if fork_server:
+            print(f"the fork server (pid {fork_server}): {process_cpu_seconds(fork_server):.2f} CPU s to import "
+                  f"once, {resident_mib(fork_server):.0f} MiB resident (shared by every server forked from it)")
+        else:
+            print("no fork server: every server starts as a new process")
         tuned = import_cpu(str(Path(state["venv"]) / "bin" / "python"))
         untuned = import_cpu(sys.executable)
         print(f"a server's imports: {tuned:.2f} CPU s in the hub's environment, {untuned:.2f} CPU s in the "
               f"course's own (ratio {tuned / untuned:.2f})")
         single = report("alone (baseline)", class_run(url, [alone], password, args.timeout))
+        hub_pids = {"JupyterHub": _pid(hub_dir / "jupyterhub.pid"), "the proxy": _pid(hub_dir / "proxy.pid")}
+        before = {name: process_cpu_seconds(pid) for name, pid in hub_pids.items() if pid}
+        fork_cpu = process_cpu_seconds(fork_server) if fork_server else 0.0
+        own_cpu = time.process_time()
         students = class_run(url, crowd, password, args.timeout)
+        own_cpu = time.process_time() - own_cpu
+        fork_cpu = process_cpu_seconds(fork_server) - fork_cpu if fork_server else 0.0
+        hub_cpu = {name: process_cpu_seconds(pid) - before[name] for name, pid in hub_pids.items() if pid}
         load = os.getloadavg()
         p95 = report(f"the class at once (load average after: {load[0]:.1f})", students)
         if "total" in single and "total" in p95:
             print(f"  ratio class p95 / alone, login -> first result: {p95['total'] / single['total']:.1f}")
-        cpu = [c for c in (server_cpu_seconds(s.name) for s in students if not s.error) if c is not None]
+        parts = [c for c in (user_cpu_seconds(s.name) for s in students if not s.error) if c is not None]
+        cpu = [server + kernels for server, kernels in parts]
         if cpu:
-            print(f"CPU seconds per server (its start and the kernel's requests): p50 {percentile(cpu, 50):.2f}, "
-                  f"max {max(cpu):.2f}")
+            print(f"CPU seconds per student (all their processes: server start, kernel, cell): "
+                  f"p50 {percentile(cpu, 50):.2f} (server {percentile([p[0] for p in parts], 50):.2f}, "
+                  f"kernel {percentile([p[1] for p in parts], 50):.2f}), max {max(cpu):.2f}"
+                  + (f"; the fork server's own for the class: {fork_cpu:.2f}" if fork_server else ""))
+        print("CPU seconds for the class in the hub's own processes: "
+              + ", ".join(f"{name} {seconds:.1f}" for name, seconds in hub_cpu.items())
+              + f"; this benchmark's browsers, on the same CPUs: {own_cpu:.1f}")
         time.sleep(10)   # idle: the cell has run, the kernel stays open
         memory = [m for m in (cgroup_memory(state, s.name) for s in students if not s.error) if m]
         if memory:
             print(f"memory per idle student (server + kernel with numpy and the package, their cgroup): "
-                  f"p50 {percentile(memory, 50) / 2**20:.0f} MiB, max {max(memory) / 2**20:.0f} MiB")
+                  f"p50 {percentile(memory, 50) / 2**20:.0f} MiB, max {max(memory) / 2**20:.0f} MiB"
+                  + (f"; plus the fork server's {resident_mib(fork_server):.0f} MiB once (pages the students "
+                     "share with it are charged to it)" if fork_server else ""))
         failures = sum(1 for s in students if s.error)
         goal = failures == 0 and p95.get("total", 1e9) <= 30
         print(f"goal (0 failures, p95 login -> first result <= 30 s): {'met' if goal else 'NOT met'}")

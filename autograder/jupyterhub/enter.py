@@ -25,6 +25,7 @@ import resource
 import sys
 
 CLONE_NEWNS = 0x00020000
+PR_SET_DUMPABLE = 4
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 
 
@@ -56,11 +57,15 @@ def drop_to(uid: int, gid: int, groups: list[int]) -> None:
     raise SystemExit("enter.py: could not drop root")
 
 
-def main(argv: list[str]) -> None:
-    if "--" not in argv or os.geteuid() != 0:
-        raise SystemExit("usage (as root): ATTENTION_HUB_ENTER=JSON python -I enter.py -- COMMAND ...")
-    command = argv[argv.index("--") + 1:]
-    plan = json.loads(os.environ.pop("ATTENTION_HUB_ENTER"))
+def make_dumpable() -> None:
+    """What exec does after a drop from root: the process's /proc files and ptrace become its user's
+    (and root's), as for any process the user starts. A process that dropped root without exec
+    (forkserver.py) stays undumpable until it calls this."""
+    _libc_call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)
+
+
+def enter(plan: dict) -> None:
+    """Steps 1-3 for this process, as root: the user's cgroups, private mounts, limits, the user."""
     for procs in plan.get("cgroups", []):
         with open(procs, "w") as handle:
             handle.write(str(os.getpid()))
@@ -71,6 +76,13 @@ def main(argv: list[str]) -> None:
     os.umask(0o077)
     drop_to(plan["uid"], plan["gid"], plan["groups"])
     os.chdir(plan["home"])
+
+
+def main(argv: list[str]) -> None:
+    if "--" not in argv or os.geteuid() != 0:
+        raise SystemExit("usage (as root): ATTENTION_HUB_ENTER=JSON python -I enter.py -- COMMAND ...")
+    command = argv[argv.index("--") + 1:]
+    enter(json.loads(os.environ.pop("ATTENTION_HUB_ENTER")))
     os.execvpe(command[0], command, os.environ)
 
 

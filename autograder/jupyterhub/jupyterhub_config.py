@@ -78,6 +78,8 @@ c.Spawner.http_timeout = 300
 c.Spawner.environment = {
     "PATH": path,
     "JUPYTER_CONFIG_PATH": str(hub_dir / "etc" / "student"),   # nbgrader's student side only
+    # the server's private /tmp (limits.py): kernels' sockets (a short path, as unix sockets need)
+    "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime",
     "NBGRADER_EXCHANGE_ROOT": state["exchange"],
     "PYTHONNOUSERSITE": "1",
     "JUPYTERHUB_ACTIVITY_INTERVAL": str(activity_interval),

@@ -489,6 +489,87 @@ def test_s6_one_student_cannot_take_the_hub_down(hub, users):
         cy_kernel.close()
 
 
+def processes_of(name: str) -> list[int]:
+    uid = pwd.getpwnam(name).pw_uid
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/status").read_text().split("\nUid:")[1].split()[0] == str(uid):
+                found.append(int(entry))
+        except (OSError, IndexError):
+            pass
+    return found
+
+
+def status_fields(pid: int) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+
+
+def socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            inodes.add(target)
+    return inodes
+
+
+def test_a_students_server_is_the_student_alone(hub, users):
+    """The servers are forked from the hub's fork server (root, the servers' code imported once):
+    each is then fully its student's, as a server exec'd by enter.py was, and no student's code can
+    reach another's processes or the fork server."""
+    names, cy = hub["names"], users["cy"]
+    cy_kernel = cy.kernel()
+    try:
+        cy_kernel.run("print(1)\n")
+        fork_server = int((hub["dir"] / "forkserver.pid").read_text())
+        own_mounts = os.readlink("/proc/self/ns/mnt")
+        root_sockets = set()
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and Path(f"/proc/{entry}/status").read_text().split("\nUid:")[1].split()[0] == "0":
+                    root_sockets |= socket_inodes(int(entry))
+            except (OSError, IndexError):
+                pass
+        for key in ("bo", "cy"):
+            account = pwd.getpwnam(names[key])
+            pids = processes_of(names[key])
+            assert len(pids) >= (3 if key == "cy" else 2), f"{key}: server, kernel zygote (and kernel): {pids}"
+            parents = {int(status_fields(pid)["PPid"]) for pid in pids}
+            assert fork_server in parents, f"{key}'s server was not forked by the fork server"
+            started = [pid for pid in pids if b"ipykernel_launcher" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            assert not started, f"{key}'s kernel was started afresh, not forked from the kernel zygote"
+            groups = sorted(os.getgrouplist(names[key], account.pw_gid))
+            for pid in pids:
+                fields = status_fields(pid)
+                assert fields["Uid"].split() == [str(account.pw_uid)] * 4, (key, pid, fields["Uid"])
+                assert fields["Gid"].split() == [str(account.pw_gid)] * 4, (key, pid, fields["Gid"])
+                assert sorted(map(int, fields["Groups"].split())) == groups, (key, pid, fields["Groups"])
+                for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+                    assert int(fields[cap], 16) == 0, (key, pid, cap, fields[cap])
+                assert os.stat(f"/proc/{pid}").st_uid == account.pw_uid   # dumpable by its user, not root's
+                memory = [line for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+                          if ":memory:" in line or line.startswith("0::")]
+                assert any(line.rstrip("/").endswith("/" + names[key]) for line in memory), (key, pid, memory)
+                assert os.readlink(f"/proc/{pid}/ns/mnt") != own_mounts, (key, pid)   # its private /tmp
+                # nothing a root process holds open (the fork server's socket, the hub's) was inherited
+                assert not socket_inodes(pid) & root_sockets, (key, pid)
+        # bo, in his kernel, at cy's processes and the fork server: no signal, no /proc file
+        targets = [*processes_of(names["cy"]), fork_server]
+        code = ATTEMPT + "import os, signal\n" + f"for pid in {targets!r}:\n" + \
+            "    attempt(f'kill{pid}', lambda: os.kill(pid, signal.SIGTERM))\n" \
+            "    attempt(f'environ{pid}', lambda: open(f'/proc/{pid}/environ', 'rb').read())\n" \
+            "    attempt(f'mem{pid}', lambda: open(f'/proc/{pid}/mem', 'rb'))\n"
+        assert probe(users["bo"], code) == [f"REFUSED:{what}{pid}" for pid in targets
+                                             for what in ("kill", "environ", "mem")]
+        assert cy_kernel.run("print(6 * 7)\n", timeout=30).strip() == "42"
+    finally:
+        cy_kernel.close()
+
+
 def test_instructors_see_and_stop_the_servers_of_their_own_students_only(hub, users):
     names = hub["names"]
     ada, di = users["ada"], users["di"]

@@ -16,3 +16,24 @@ c.ServerApp.jpserver_extensions = {
 }
 # A terminal's shell is not a login shell, which would reset PATH and lose the course's Python.
 c.ServerApp.terminado_settings = {"shell_command": ["/bin/bash"]}
+
+# Kernels listen on unix sockets in the server's private /tmp (JUPYTER_RUNTIME_DIR, set by the hub),
+# not on TCP ports of 127.0.0.1: no other user can connect to them, and a class starting at once
+# cannot race for ports (a port the server picked for a kernel, taken by another's kernel before
+# this one bound it, left that kernel unreachable).
+c.KernelManager.transport = "ipc"
+
+# A Python kernel of the users' environment is forked from the user's kernel zygote when the server
+# has one (a server forked by the hub's fork server, which imported jupyterhub/kernels.py), else
+# started as usual.
+import sys  # noqa: E402
+
+_kernels = sys.modules.get("autograder.jupyterhub.kernels")
+if _kernels is not None and _kernels.ZYGOTE is not None:
+    from importlib.metadata import EntryPoint
+
+    from jupyter_client.provisioning.factory import KernelProvisionerFactory
+
+    KernelProvisionerFactory.provisioners["attention-fork"] = EntryPoint(
+        "attention-fork", "autograder.jupyterhub.kernels:ForkProvisioner", KernelProvisionerFactory.GROUP_NAME)
+    c.KernelProvisionerFactory.default_provisioner_name = "attention-fork"
