@@ -487,7 +487,10 @@ def scan_as_students(roster: dict, hub_dir: Path, environment: Path, library_pat
     """Refuse to go on if a student of any course can read a solution or hidden test: the
     project's leak scan, run as one student per course, over the checkout (its git history
     included), the hub's folder and the places shared by everyone."""
-    secrets_ = leakscan.course_secrets(source, package_folder())
+    # The book publishes the student version of every exercise in the checkout's solutions/: what
+    # those show is public, whichever assignments this hub's source holds (a generic line of one
+    # exercise's reference.py may be printed in another's released notebook).
+    secrets_ = leakscan.course_secrets(source, package_folder(), public_sources=(REPO_ROOT / "solutions",))
     roots = [REPO_ROOT, hub_dir, *map(Path, SHARED_PLACES)]
     # Not scanned: what students cannot reach anyway (the course directories, homes, images), the
     # third-party packages, and the course package and the autograder's code, in which no secret

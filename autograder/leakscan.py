@@ -118,14 +118,19 @@ def notebook_secrets(path: Path, known_public: str, origin_prefix: str = "") -> 
     return list(secrets.values())
 
 
-def course_secrets(source_dir: Path, package_dir: Path, assignments: list[str] | None = None) -> list[Secret]:
+def course_secrets(source_dir: Path, package_dir: Path, assignments: list[str] | None = None,
+                   public_sources: tuple[Path, ...] = ()) -> list[Secret]:
     """Secrets of every source notebook (or of ``assignments``) under ``source_dir``.
 
-    What one notebook shows (say, an import that another exercise hides) is no secret anywhere.
+    What one notebook shows (say, an import that another exercise hides) is no secret anywhere,
+    and neither is what the released notebooks of ``public_sources`` show (other source folders
+    whose student versions are published, as the book publishes every exercise's).
     """
     all_folders = sorted(p for p in Path(source_dir).iterdir() if p.is_dir())
+    public_folders = sorted(p for source in public_sources if Path(source).is_dir()
+                            for p in Path(source).iterdir() if p.is_dir())
     visible = [package_text(package_dir)]
-    for folder in all_folders:
+    for folder in all_folders + public_folders:
         for notebook in sorted(folder.glob("*.ipynb")):
             visible.extend(_notebook_regions(notebook)[1])
     known = "\n".join(visible)

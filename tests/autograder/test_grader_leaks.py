@@ -119,3 +119,23 @@ def test_the_marker_rule_reads_a_notebooks_code_cells_and_skips_the_accounts_own
     assert {leak["kind"] for leak in found} == {"source notebook"}
     monkeypatch.undo()
     assert leakscan.scan_readable([source], [], []) == []   # this process's own file
+
+
+def test_a_line_another_published_notebook_shows_is_no_secret(tmp_path):
+    """hub start's source may hold one assignment while the book publishes every exercise: a line
+    of the reference that another exercise's released notebook prints is public."""
+    import nbformat
+
+    generic = "for index, item in enumerate(things_here):"
+    source, published = tmp_path / "source", tmp_path / "published"
+    (source / "a1").mkdir(parents=True)
+    (published / "a2").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), source / "a1" / "a1.ipynb")
+    (source / "a1" / "reference.py").write_text(f"def judge(things_here):\n    {generic}\n        running_total_of_all_items += item\n")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"{generic}\n    print(item)")]),
+                   published / "a2" / "a2.ipynb")
+    alone = {secret.line for secret in leakscan.course_secrets(source, package_folder())}
+    with_book = {secret.line for secret in leakscan.course_secrets(source, package_folder(), public_sources=(published,))}
+    assert leakscan.normalize(generic) in alone
+    assert leakscan.normalize(generic) not in with_book
+    assert leakscan.normalize("running_total_of_all_items += item") in with_book   # the rest stays secret
