@@ -434,6 +434,20 @@ def _autograder_copy(hub_dir: Path) -> Path:
 # --- what the students can read: the leak scan, run as one of them ---------------------------------
 
 
+def _returned_feedback(folder: Path) -> bool:
+    """Whether ``folder`` is the feedback folder of an nbgrader exchange's course (``inbound`` beside
+    it) that no one else may list: each page in it holds its student's own answers (a correct one
+    shares lines with the solution) and the visible part of the tests (autograder.feedback refuses a
+    page whose instructor part holds a hidden-test line), under a name only that student knows
+    (nbgrader's hash of the submission). Scanned, it would make every hub that has returned feedback
+    (this one, or another course's on the machine) refuse to start again. A listable one is scanned."""
+    try:
+        return (folder.name == "feedback" and (folder.parent / "inbound").is_dir()
+                and not folder.stat().st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
 def _git_dirs_and_files(roots: list[Path], skip: set[Path]) -> tuple[list[str], list[str]]:
     """Files worth scanning under ``roots`` (listed as root: a student who cannot list a folder may
     still open what is in it by name), and git repositories (a ``.git`` folder, a worktree's
@@ -458,7 +472,8 @@ def _git_dirs_and_files(roots: list[Path], skip: set[Path]) -> tuple[list[str], 
                 add_git(here)
                 dirs[:] = []
                 continue
-            dirs[:] = [d for d in dirs if d not in _SCAN_SKIP_DIRS and here / d not in skip]
+            dirs[:] = [d for d in dirs if d not in _SCAN_SKIP_DIRS and here / d not in skip
+                       and not _returned_feedback(here / d)]
             if ".git" in dirs:
                 add_git(here / ".git")
                 dirs.remove(".git")
@@ -498,12 +513,6 @@ def scan_as_students(roster: dict, hub_dir: Path, environment: Path, library_pat
     skip = {hub_dir / "courses", hub_dir / "images", hub_dir / "homes", hub_dir / "python", hub_dir / "wheels",
             hub_dir / "env", hub_dir / "lib", Path(source).resolve(), REPO_ROOT / ".venv",
             REPO_ROOT / "attention_course", REPO_ROOT / "autograder"}
-    # Returned feedback: each page holds its student's own answers (a correct one shares lines with
-    # the solution) and the visible part of the tests (autograder.feedback refuses a page whose
-    # instructor part holds a hidden-test line), under a name only that student knows (nbgrader's
-    # hash of the submission) in a folder nobody else can list. Scanned, it would make every hub
-    # that has returned feedback refuse to start again.
-    skip |= {hub_dir / "exchange" / course / "feedback" for course in roster}
     files, git_dirs = _git_dirs_and_files(roots, skip)
     request = json.dumps({"paths": files, "git_dirs": git_dirs,
                           "secrets": [vars(s) for s in secrets_]})

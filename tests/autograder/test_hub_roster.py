@@ -218,3 +218,24 @@ def test_the_kubernetes_values_match_the_one_machine_hub(tmp_path):
     assert copied == {"pyproject.toml", "README.md", "attention_course", "autograder"}
     assert any("attention_course-*.whl" in line for line in installs)
     assert "PYTHONPATH=/opt/course" not in (hub.HERE / "z2jh" / "Dockerfile").read_text()
+
+
+def test_the_leak_scan_leaves_out_an_exchanges_unlistable_feedback_only(tmp_path):
+    """Returned feedback (a student's own answers, under a name only they know) is not scanned, in
+    this hub's exchange or another's; a feedback folder others may list, or one that is not an
+    exchange's, is."""
+    course = tmp_path / "exchange" / "course"
+    (course / "inbound").mkdir(parents=True)
+    feedback = course / "feedback"
+    feedback.mkdir()
+    (feedback / "0123abcd.html").write_text("a student's own answers")
+    stray = tmp_path / "notes" / "feedback"
+    stray.mkdir(parents=True)
+    (stray / "week3.ipynb").write_text("{}")
+    feedback.chmod(0o711)
+    stray.chmod(0o711)
+    files, _ = hub._git_dirs_and_files([tmp_path], set())
+    assert str(stray / "week3.ipynb") in files and str(feedback / "0123abcd.html") not in files
+    feedback.chmod(0o755)   # listable by everyone: scanned
+    files, _ = hub._git_dirs_and_files([tmp_path], set())
+    assert str(feedback / "0123abcd.html") in files
