@@ -124,6 +124,12 @@ def bench(assignment: str, args) -> dict:
                 course = fresh(f"r{round_number}-{len(samples[label])}-{list(runs).index(label)}")
                 if runs[label] is None:
                     # nbgrader reads the course's nbgrader_config.py from cwd; root and gradebook point at this copy.
+                    # The course's config switches nbgrader's own autograde off (it runs student code
+                    # unsandboxed): the baseline is exactly that command, so this copy's config lets it run.
+                    config = course / "nbgrader_config.py"
+                    config.write_text("".join(line for line in config.read_text().splitlines(keepends=True)
+                                              if not line.startswith(("Autograde.start", "GenerateFeedback.start",
+                                                                      "ExchangeCollect.start"))))
                     samples[label].append(run(
                         [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
                          f"--CourseDirectory.root={course}", f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}"],
