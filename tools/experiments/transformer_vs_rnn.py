@@ -175,15 +175,23 @@ def _key(task: str, model: str) -> str:
     return f"{task} {model}"
 
 
+SHARED_SETTINGS = ("seeds", "target_accuracy", "max_cpu_seconds", "n_test", "eval_every")
+
+
+def _same_settings(option: str, out, earlier: dict, settings: dict, names) -> None:
+    """Stop unless the results file ``earlier`` was run with these ``settings`` (``names`` of them)."""
+    for name in names:
+        if earlier["settings"].get(name) != settings[name]:
+            raise SystemExit(f"{option}: {name} {settings[name]} differs from {out}'s "
+                             f"{earlier['settings'].get(name)}; run with the same settings")
+
+
 def _kept_records(args, settings: dict, max_steps: dict) -> tuple[list[dict], dict, dict]:
     """``--update``: the records, step limits and commands of the (task, model) pairs not re-run."""
     if not args.out.exists():
         raise SystemExit(f"--update: {args.out} does not exist")
     earlier = json.loads(args.out.read_text(encoding="utf-8"))
-    for name in ("seeds", "target_accuracy", "max_cpu_seconds", "n_test", "eval_every"):
-        if earlier["settings"].get(name) != settings[name]:
-            raise SystemExit(f"--update: {name} {settings[name]} differs from {args.out}'s "
-                             f"{earlier['settings'].get(name)}; run with the same settings")
+    _same_settings("--update", args.out, earlier, settings, SHARED_SETTINGS)
     commands = earlier["commands"]
     rerun = {_key(task, model) for task in args.tasks for model in args.models}
     kept = [record for record in earlier["records"] if _key(record["task"], record["model"]) not in rerun]
@@ -204,10 +212,7 @@ def _resumed(args, settings: dict) -> dict:
     if not args.out.exists():
         raise SystemExit(f"--resume: {args.out} does not exist")
     earlier = json.loads(args.out.read_text(encoding="utf-8"))
-    for name in ("seeds", "target_accuracy", "max_cpu_seconds", "n_test", "eval_every", "transformer_recipe"):
-        if earlier["settings"].get(name) != settings[name]:
-            raise SystemExit(f"--resume: {name} {settings[name]} differs from {args.out}'s "
-                             f"{earlier['settings'].get(name)}; run with the same settings")
+    _same_settings("--resume", args.out, earlier, settings, (*SHARED_SETTINGS, "transformer_recipe"))
     for task in args.tasks:
         if earlier["settings"]["max_steps"].get(task) != settings["max_steps"].get(task):
             raise SystemExit(f"--resume: {task}'s step limit {settings['max_steps'].get(task)} differs from "
