@@ -229,6 +229,35 @@ def over_seeds(records: list[dict], value: str, **where) -> tuple:
     return mean, sd, seeds
 
 
+def cpu_timings(functions: dict, repeats: int = 9) -> dict:
+    """``repeats`` timings of each of ``functions`` (name -> callable with no arguments), in
+    seconds of this process's CPU time: name -> list of floats, in the order taken.
+
+    The functions take turns, one call each per round, after one warm-up call each: a stretch
+    of load from other programs (a virtual machine's CPU time counts the time its processor
+    was lent elsewhere) then slows all of them alike, so their ratios, which a page compares,
+    hold better than those of timings taken one function after the other.
+    """
+    import time
+
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"cpu_timings: repeats must be a whole number of at least 1, not {repeats!r}")
+    for fn in functions.values():
+        fn()
+    times = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, fn in functions.items():
+            start = time.process_time()
+            fn()
+            times[name].append(time.process_time() - start)
+    return times
+
+
+def cpu_seconds(functions: dict, repeats: int = 9) -> dict:
+    """The best (least) of ``cpu_timings(functions, repeats)`` of each function: name -> seconds."""
+    return {name: min(times) for name, times in cpu_timings(functions, repeats).items()}
+
+
 def exercise_links(*assignments: str):
     """Markdown with a title, a student-version download link and launch links per assignment."""
     from IPython.display import Markdown

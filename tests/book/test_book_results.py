@@ -82,3 +82,27 @@ def test_a_page_keeps_one_copy_of_each_script():
     assert [(s.filename, s.attributes) for s in scripts] == [
         (None, {"body": "const THEBE_JS_URL = 1"}), ("a.js", {}), ("a.js", {"async": "async"}),
         (None, {"body": "var x = 2"})]
+
+
+def test_cpu_timings_take_turns_and_the_best_is_the_least():
+    calls = []
+    spin = {"short": 1_000, "long": 200_000}
+
+    def work(name):
+        def run():
+            calls.append(name)
+            sum(range(spin[name]))
+        return run
+
+    times = book.cpu_timings({name: work(name) for name in spin}, repeats=4)
+    assert calls == ["short", "long"] + ["short", "long"] * 4  # a warm-up each, then turns
+    assert {name: len(values) for name, values in times.items()} == {"short": 4, "long": 4}
+    best = book.cpu_seconds({name: work(name) for name in spin}, repeats=3)
+    assert set(best) == set(spin) and best["short"] < best["long"]
+    assert min(times["long"]) > 0
+
+
+@pytest.mark.parametrize("repeats", [0, -1, 2.5])
+def test_cpu_timings_refuse_a_count_that_is_not_one_or_more(repeats):
+    with pytest.raises(ValueError, match="repeats must be"):
+        book.cpu_timings({"f": lambda: None}, repeats=repeats)
