@@ -38,7 +38,7 @@ from .course import REPO_ROOT, Course, atomic_write, check_id
 from .errors import GradingError
 from .prepare import (NotebookPlan, Prepared, job_cells, load_submission, plan_notebook, prepare, score_tests,
                       student_cells)
-from .scan import scan_in_subprocess
+from .scan import Scanner
 
 
 @dataclass
@@ -271,6 +271,7 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
         run_dir = Path(tempfile.mkdtemp(prefix="ag-", dir="/tmp" if os.path.isdir("/tmp") else None))
         os.chmod(run_dir, 0o755)
         lease, workers, scanner, aborted = None, None, None, True
+        scans_process = Scanner()  # used by the scanner thread alone
         try:
             notebooks = max(1, len(list(course.release_dir(assignment).glob("*.ipynb"))))
             size = max(1, min(options.workers, len(students) * notebooks))
@@ -289,7 +290,7 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
             workers = pool.WorkerPool(size, course.logs_dir / f"autograde-{assignment}.log",
                                       timeout=options.notebook_timeout + pool.STARTUP_ALLOWANCE,
                                       memory_cap=sandbox.tree_memory_limit(options.limits)).start()
-            scanner = ThreadPoolExecutor(max(1, min(2, size)))
+            scanner = ThreadPoolExecutor(1)  # one scan process for the batch (Scanner)
             report = load_report(course, assignment)
             with open_gradebook(course) as gb:
                 jobs, ready, scans = {}, [], {}
@@ -307,7 +308,7 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                             ready.append(prepared)
                             continue
                         number = len(jobs)
-                        scans[number] = scanner.submit(scan_in_subprocess, student_cells(prepared.nb), plan.context,
+                        scans[number] = scanner.submit(scans_process.scan, student_cells(prepared.nb), plan.context,
                                                        plan.modules)
                         jobs[number] = ({"id": number, "cells": job_cells(prepared.nb), "names": plan.names,
                                          "preload": plan.preload, "workdir": str(run_dir / "w"),
@@ -371,6 +372,7 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                 workers.close(abort=aborted)
             if scanner is not None:
                 scanner.shutdown(wait=not aborted, cancel_futures=aborted)
+            scans_process.close()  # (an aborted run's scan in flight then fails: nobody reads it)
             shutil.rmtree(run_dir, ignore_errors=True)
             if lease is not None:
                 lease.release()

@@ -20,7 +20,9 @@ the ``get_ipython()`` calls they are). A cell that does not parse is skipped: it
 
 ``scan_in_subprocess`` runs the scan in a process of its own, with time and memory limits: a
 notebook crafted to blow the scan up (deep nesting, huge cells) ends that scan with a flag, and
-nothing else (``python -m autograder.scan`` is that process's entry point).
+nothing else (``python -m autograder.scan`` is that process's entry point). ``Scanner`` does the
+same for a batch in one long-lived process, with the same limits per notebook, and a fresh
+process after any scan that failed.
 """
 
 from __future__ import annotations
@@ -417,46 +419,157 @@ def instructor_modules(instructor_cells: list[str]) -> dict[str, str]:
 
 SCAN_SECONDS = 30
 SCAN_MEMORY = 1024 * 1024 * 1024
+SCAN_ANSWER_BYTES = 16 * 1024 * 1024  # findings name at most a few lines per cell
 
 
 def _limit_scan() -> None:
-    """In the scan's own process, first thing: its memory and CPU time are bounded."""
+    """In the scan's own process, first thing: its memory is bounded (its CPU time is bounded
+    per request, by ``_cpu_budget``)."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (SCAN_MEMORY, SCAN_MEMORY))
-    resource.setrlimit(resource.RLIMIT_CPU, (SCAN_SECONDS, SCAN_SECONDS))
 
 
-def scan_in_subprocess(cells: list[tuple[str, str]], context: ScanContext,
-                       modules: dict[str, str] | None = None) -> list[str]:
-    """``scan_cells`` in a process of its own (time and memory limits); a scan that fails is one flag."""
-    request = json.dumps({"cells": cells, "modules": modules or {},
-                          "context": {key: sorted(value) if isinstance(value, set) else value
-                                      for key, value in asdict(context).items()}})
-    try:
-        done = subprocess.run([sys.executable, "-m", "autograder.scan"], input=request, capture_output=True,
-                              text=True, timeout=SCAN_SECONDS + 10)
-    except subprocess.TimeoutExpired:
-        return [f"the static scan ran past its {SCAN_SECONDS} s limit: review the code by hand"]
-    try:
-        findings = json.loads(done.stdout)
-    except ValueError:
-        findings = None
-    if done.returncode != 0 or not isinstance(findings, list):
-        return [f"the static scan failed on this notebook (exit status {done.returncode}): review the code by hand"]
-    return [str(finding) for finding in findings]
+def _cpu_budget() -> None:
+    """Before each request: the process may use SCAN_SECONDS more of CPU time, then the kernel
+    ends it (SIGXCPU); the parent reports that scan as failed and starts a fresh process."""
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    spent = used.ru_utime + used.ru_stime
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = int(spent) + 1 + SCAN_SECONDS
+    if hard != resource.RLIM_INFINITY and soft > hard:
+        raise SystemExit(3)  # out of budget for good: the parent starts a fresh process
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def main() -> int:
-    """Read a scan request on stdin, print the findings as JSON."""
-    _limit_scan()
-    request = json.loads(sys.stdin.read())
+def _request(cells: list[tuple[str, str]], context: ScanContext, modules: dict[str, str] | None) -> str:
+    return json.dumps({"cells": cells, "modules": modules or {},
+                       "context": {key: sorted(value) if isinstance(value, set) else value
+                                   for key, value in asdict(context).items()}})
+
+
+def _answer(request: dict) -> list[str]:
     data = request["context"]
     context = ScanContext(instructor_names=dict(data["instructor_names"]), reference_names=set(data["reference_names"]),
                           solution_names=set(data["solution_names"]),
                           solution_reference_imports=set(data["solution_reference_imports"]))
     cells = [(str(where), str(source)) for where, source in request["cells"]]
-    print(json.dumps(scan_cells(cells, context, request.get("modules"))))
+    return scan_cells(cells, context, request.get("modules"))
+
+
+def _failed(returncode) -> list[str]:
+    return [f"the static scan failed on this notebook (exit status {returncode}): review the code by hand"]
+
+
+def _timed_out() -> list[str]:
+    return [f"the static scan ran past its {SCAN_SECONDS} s limit: review the code by hand"]
+
+
+def _findings(text: str):
+    try:
+        findings = json.loads(text)
+    except ValueError:
+        return None
+    return [str(finding) for finding in findings] if isinstance(findings, list) else None
+
+
+def scan_in_subprocess(cells: list[tuple[str, str]], context: ScanContext,
+                       modules: dict[str, str] | None = None) -> list[str]:
+    """``scan_cells`` in a process of its own (time and memory limits); a scan that fails is one flag."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "autograder.scan"], input=_request(cells, context, modules),
+                              capture_output=True, text=True, timeout=SCAN_SECONDS + 10)
+    except subprocess.TimeoutExpired:
+        return _timed_out()
+    findings = _findings(done.stdout)
+    if done.returncode != 0 or findings is None:
+        return _failed(done.returncode)
+    return findings
+
+
+class Scanner:
+    """Scans one notebook after another in one long-lived process (``python -m autograder.scan
+    --serve``: one JSON request per line in, one JSON answer per line out), so that a batch pays
+    the interpreter's and IPython's start-up once, not once per notebook.
+
+    Each request gets the same limits as ``scan_in_subprocess``: SCAN_SECONDS of CPU time (the
+    process's budget is moved before each request), SCAN_SECONDS + 10 of wall-clock time for
+    the answer (the parent's deadline), the memory limit. A request that breaks a limit, or any
+    answer that is not a list, ends that process: that scan is one flag, and the next request
+    starts a fresh process, so nothing one notebook did carries over to the next one's scan.
+    Not thread-safe: one per thread.
+    """
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
+        self.seconds = SCAN_SECONDS + 10  # the wall-clock deadline of one answer
+
+    def _start(self) -> subprocess.Popen:
+        if self._process is None:
+            self._process = subprocess.Popen([sys.executable, "-m", "autograder.scan", "--serve"],
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=subprocess.DEVNULL)
+        return self._process
+
+    def _end(self) -> int | None:
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        process.kill()
+        for stream in (process.stdin, process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        return process.wait()
+
+    def scan(self, cells: list[tuple[str, str]], context: ScanContext,
+             modules: dict[str, str] | None = None) -> list[str]:
+        import os
+        import select
+        import time
+
+        process = self._start()
+        try:  # json.dumps writes no raw newline: the request is one line
+            process.stdin.write(_request(cells, context, modules).encode() + b"\n")
+            process.stdin.flush()
+        except OSError:
+            return _failed(self._end())
+        deadline = time.monotonic() + self.seconds
+        answer = bytearray()
+        while not answer.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([process.stdout], [], [], left)[0]:
+                self._end()
+                return _timed_out()
+            chunk = os.read(process.stdout.fileno(), 1 << 20)
+            if not chunk:  # the process ended (a limit, or a crash)
+                return _failed(self._end())
+            answer += chunk
+            if len(answer) > SCAN_ANSWER_BYTES:
+                return _failed(self._end())
+        findings = _findings(answer.decode("utf-8", "replace"))
+        if findings is None:
+            return _failed(self._end())
+        return findings
+
+    def close(self) -> None:
+        self._end()
+
+
+def main() -> int:
+    """Read a scan request on stdin, print the findings as JSON; with ``--serve``, one request
+    per line, one answer per line, until stdin ends."""
+    _limit_scan()
+    if sys.argv[1:] == ["--serve"]:
+        for line in sys.stdin:
+            _cpu_budget()
+            print(json.dumps(_answer(json.loads(line))), flush=True)
+        return 0
+    _cpu_budget()
+    print(json.dumps(_answer(json.loads(sys.stdin.read()))))
     return 0
 
 

@@ -84,3 +84,46 @@ def test_what_the_reference_solution_does_is_allowed():
     other = "from attention_course.numpy_track.attention import WeightSum"
     assert scan.scan_cells([("c", same)], context) == []
     assert scan.scan_cells([("c", other)], context)
+
+
+def test_the_batch_scanner_answers_each_notebook_as_a_process_of_its_own_would():
+    context = scan.build_context(INSTRUCTOR, SOLUTION)
+    modules = scan.instructor_modules(INSTRUCTOR)
+    notebooks = [[("cell 'softmax'", SOLUTION[0])],
+                 [("cell 'softmax'", "np.allclose = lambda *a, **k: True")],
+                 [("cell 'softmax'", "import subprocess\nsubprocess.run(['ls'])"), ("cell 'b'", "x = 1")]]
+    scanner = scan.Scanner()
+    try:
+        batch = [scanner.scan(cells, context, modules) for cells in notebooks]
+        first = scanner._process.pid
+        assert scanner.scan(notebooks[1], context, modules) == batch[1]
+        assert scanner._process.pid == first  # one process for the whole batch
+    finally:
+        scanner.close()
+    assert batch == [scan.scan_in_subprocess(cells, context, modules) for cells in notebooks]
+    assert batch[0] == [] and batch[1] and batch[2]
+
+
+def test_a_scan_that_fails_is_one_flag_and_the_next_gets_a_fresh_process():
+    context = scan.build_context(INSTRUCTOR, SOLUTION)
+    modules = scan.instructor_modules(INSTRUCTOR)
+    honest = [("cell 'softmax'", SOLUTION[0])]
+    patched = [("cell 'softmax'", "np.allclose = lambda *a, **k: True")]
+    scanner = scan.Scanner()
+    try:
+        assert scanner.scan(honest, context, modules) == []
+        scanner._process.kill()  # the process died (a limit, a crash) between requests
+        scanner._process.wait()
+        (flag,) = scanner.scan(patched, context, modules)
+        assert "the static scan failed on this notebook" in flag
+        assert scanner._process is None
+        assert scanner.scan(patched, context, modules) == findings("np.allclose = lambda *a, **k: True")
+
+        # A request past the deadline (a huge expression: seconds to parse) ends its process too.
+        scanner.seconds = 0.2
+        (flag,) = scanner.scan([("cell 'x'", "x = " + "(" * 100_000 + "1" + ")" * 100_000)], context)
+        assert "ran past its" in flag and scanner._process is None
+        scanner.seconds = scan.SCAN_SECONDS + 10
+        assert scanner.scan(patched, context, modules) == findings("np.allclose = lambda *a, **k: True")
+    finally:
+        scanner.close()
