@@ -33,7 +33,7 @@ from nbgrader import utils as nbutils
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
-from . import pool, sandbox, similarity
+from . import pool, sandbox
 from .course import REPO_ROOT, Course, atomic_write, check_id
 from .errors import GradingError
 from .prepare import (NotebookPlan, Prepared, job_cells, load_submission, plan_notebook, prepare, score_tests,
@@ -223,6 +223,8 @@ def copy_flags(course: Course, assignment: str, plans: dict[str, NotebookPlan],
     submission's (``similarity.py``); advisory, it never changes a score. Each graded answer is
     compared with every submission of the assignment, graded now or not, so that re-grading some
     students gives them the same flags."""
+    from . import similarity  # (copydetect imports matplotlib: 0.7 s, here in the copy check's thread)
+
     offered = set(sandbox.library_modules(sorted({m for plan in plans.values() for m in plan.course_modules})))
     check = similarity.CopyCheck(similarity.package_sources(sandbox.package_root(), offered))
     graded = {(p.student, p.notebook): p for p in prepared if p.nb is not None}
@@ -286,16 +288,42 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
             probe = prober.submit(sandbox.preflight, config, [
                 course.root, course.source, REPO_ROOT / "autograder", REPO_ROOT / "tests", run_dir / "io"])
             prober.shutdown(wait=False)
+            (run_dir / "io").mkdir()
+            sandbox_data = _data_files(course, assignment, run_dir)
+            settings = {"workdir": str(run_dir / "w"), "data_dir": str(course.release_dir(assignment)),
+                        "sandbox_data": str(sandbox_data) if sandbox_data else None, "sandbox": config.to_json(),
+                        "cell_timeout": options.cell_timeout, "notebook_timeout": options.notebook_timeout}
+            first_plan = next(iter(plans.values()))
+            # Each worker starts its zygote and loads the references while the submissions are prepared.
+            warm = dict(settings, warm=True, preload=first_plan.preload,
+                        references=sorted({plan.reference for plan in plans.values() if plan.reference}))
             # The watchdog of a worker: the notebook's own limit, and time to start a sandbox twice.
             workers = pool.WorkerPool(size, course.logs_dir / f"autograde-{assignment}.log",
                                       timeout=options.notebook_timeout + pool.STARTUP_ALLOWANCE,
-                                      memory_cap=sandbox.tree_memory_limit(options.limits)).start()
+                                      memory_cap=sandbox.tree_memory_limit(options.limits)).start(warm)
             scanner = ThreadPoolExecutor(1)  # one scan process for the batch (Scanner)
             report = load_report(course, assignment)
+            gate: dict = {}
+
+            def gate_open(wait: bool) -> bool:
+                """Whether jobs may go to the workers: the sandbox's probe passed, and a worker loaded
+                the references (one that does not load stops the batch here: nothing is graded)."""
+                if "probe" not in gate:
+                    if not (wait or probe.done()):
+                        return False
+                    gate["probe"] = probe.result()
+                    echo(gate["probe"])
+                if "warm" not in gate:
+                    answer = workers.first_warm(timeout=workers.timeout if wait else 0)
+                    if answer is None and not wait:
+                        return False
+                    gate["warm"] = answer or {}
+                    if gate["warm"].get("reference_error"):
+                        raise GradingError(gate["warm"]["reference_error"])
+                return True
+
             with open_gradebook(course) as gb:
-                jobs, ready, scans = {}, [], {}
-                (run_dir / "io").mkdir()
-                sandbox_data = _data_files(course, assignment, run_dir)
+                jobs, ready, scans, waiting = {}, [], {}, []
                 for student in students:
                     folder = course.submitted_dir(student, assignment)
                     gb.update_or_create_student(student)
@@ -303,20 +331,20 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                     gb.update_or_create_submission(assignment, student, **({"timestamp": timestamp} if timestamp else {}))
                     report["students"][student] = {"status": "grading", "flags": [], "notes": [], "notebooks": {}}
                     for name, plan in plans.items():
-                        prepared = prepare(folder / f"{name}.ipynb", plan, student, assignment, course.db_url)
+                        prepared = prepare(folder / f"{name}.ipynb", plan, student, assignment, course.db_url, gb)
                         if prepared.nb is None:
                             ready.append(prepared)
                             continue
                         number = len(jobs)
                         scans[number] = scanner.submit(scans_process.scan, student_cells(prepared.nb), plan.context,
                                                        plan.modules)
-                        jobs[number] = ({"id": number, "cells": job_cells(prepared.nb), "names": plan.names,
-                                         "preload": plan.preload, "workdir": str(run_dir / "w"),
-                                         "data_dir": str(course.release_dir(assignment)),
-                                         "sandbox_data": str(sandbox_data) if sandbox_data else None,
-                                         "sandbox": config.to_json(), "cell_timeout": options.cell_timeout,
-                                         "notebook_timeout": options.notebook_timeout,
-                                         "reference": plan.reference}, prepared)
+                        jobs[number] = (dict(settings, id=number, cells=job_cells(prepared.nb), names=plan.names,
+                                             preload=plan.preload, reference=plan.reference), prepared)
+                        waiting.append(jobs[number][0])
+                        if gate_open(wait=False):  # each job goes to the workers as soon as it is ready
+                            for job in waiting:
+                                workers.submit(job)
+                            waiting.clear()
                     extra = sorted(p.name for p in folder.glob("*.ipynb") if p.stem not in plans)
                     if extra:
                         report["students"][student]["notes"].append(f"not part of the assignment, ignored: {', '.join(extra)}")
@@ -356,8 +384,8 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                         echo(f"{prepared.student}: {submission.score:g}/{submission.max_score:g}{flags_text}{more}")
                     save_report(course, assignment, report)
 
-                echo(probe.result())
-                for job, _ in jobs.values():
+                gate_open(wait=True)
+                for job in waiting:
                     workers.submit(job)
                 workers.finish()
                 for prepared in ready:

@@ -3,8 +3,9 @@
 Each thread owns one ``python -m autograder.worker`` process and feeds it jobs one at a time.
 A job that gets no answer in time, or whose worker dies, gets an error result and only that
 worker is replaced: the rest of the batch goes on. Results come back to the caller's thread,
-which alone writes the gradebook. Workers start (and import) while the caller still prepares
-jobs, and take each job as soon as it is submitted.
+which alone writes the gradebook. Workers start (and import, and with a warm job start their
+zygotes and load the references) while the caller still prepares jobs, and take each job as soon
+as it is submitted.
 """
 
 from __future__ import annotations
@@ -134,13 +135,27 @@ class WorkerPool:
         self.submitted = 0
         self.threads = [threading.Thread(target=self._serve, args=(i, w), daemon=True)
                         for i, w in enumerate(self.workers)]
+        self.warm_job: dict | None = None
+        self.warmed: queue.Queue = queue.Queue()   # each worker's answer to the warm job
 
-    def start(self) -> "WorkerPool":
+    def start(self, warm: dict | None = None) -> "WorkerPool":
+        """Start the workers; with ``warm`` (a job's settings, marked ``"warm": True``), each first
+        starts its zygote and loads the references (``worker.py``), then takes jobs."""
+        self.warm_job = warm
         for worker in self.workers:
             worker.start()
         for thread in self.threads:
             thread.start()
         return self
+
+    def first_warm(self, timeout: float) -> dict | None:
+        """The first worker's answer to the warm job (None: none within ``timeout``, or no warm job)."""
+        if self.warm_job is None:
+            return None
+        try:
+            return self.warmed.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def submit(self, job: dict) -> None:
         self.submitted += 1
@@ -152,6 +167,13 @@ class WorkerPool:
 
     def _serve(self, index: int, worker: _Worker) -> None:
         try:
+            if self.warm_job is not None:
+                try:
+                    answer = worker.run(dict(self.warm_job, id="warm", worker=index), self.timeout)
+                except Exception as exc:  # noqa: BLE001 - the jobs start the zygote again
+                    worker.kill()
+                    answer = {"status": "error", "reasons": [f"grading worker failed: {type(exc).__name__}: {exc}"]}
+                self.warmed.put(answer)
             while True:
                 job = self.pending.get()
                 if job is _DONE:

@@ -4,7 +4,8 @@ The main process writes one JSON line per job on stdin; the worker grades it (``
 student's cells in the sandbox's zygote, the tests here) and answers with one JSON line on its
 protocol channel (the original stdout; everything else printed goes to stderr, the worker's
 log). The worker keeps its zygote between jobs, so numpy, torch and IPython are imported once
-per worker, not once per notebook. It never touches the gradebook, and it dies with the main
+per worker, not once per notebook; a "warm" job, first, starts the zygote and loads the
+exercise's reference before any notebook is ready. It never touches the gradebook, and it dies with the main
 process (its sandbox dies with it: ``--die-with-parent``).
 """
 
@@ -19,6 +20,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from . import references
 from .judge import Zygote, grade_notebook, job_cells
 from .sandbox import SandboxConfig, enter_memory_cgroup, prepare_dirs
 
@@ -74,6 +76,18 @@ class Worker:
             import torch  # noqa: F401
         return self.zygote
 
+    def warm(self, job: dict) -> dict:
+        """Before the first notebook: start the zygote and load the references (the judge's own
+        imports, torch among them), while the main process still prepares submissions. A
+        reference that does not load is reported, and the main process grades nothing."""
+        self.zygote_for(job)
+        for path in job.get("references", []):
+            try:
+                references.load_reference(path)
+            except Exception as exc:  # noqa: BLE001 - the instructor's file: say what is wrong with it
+                return {"status": "warm", "reference_error": f"{path} does not load: {type(exc).__name__}: {exc}"}
+        return {"status": "warm"}
+
     def run(self, job: dict) -> dict:
         zygote = self.zygote_for(job)
         started_before = zygote.startup_total   # the zygote starts (again) inside, when it must
@@ -108,7 +122,7 @@ def main() -> int:
                 continue
             job = json.loads(line)
             try:
-                result = worker.run(job)
+                result = worker.warm(job) if job.get("warm") else worker.run(job)
             except Exception as exc:  # noqa: BLE001 - reported to the main process, which flags the job
                 traceback.print_exc()
                 worker.close()

@@ -146,3 +146,30 @@ def test_a_copied_answer_is_flagged_and_keeps_its_score(graded):
         assert entry["score"] == FULL, "a flag changes no score"
         assert any(f"matches student {other}'s answer" in flag for flag in entry["flags"]), entry["flags"]
     assert not any("matches" in flag for flag in report["students"]["control"]["flags"])
+
+
+@pytest.mark.parametrize("broken, error", [
+    ("import a_module_this_machine_lacks\n", "ModuleNotFoundError"),   # found by the warm workers
+    ("def reference(:\n", "SyntaxError"),                             # found while planning
+])
+def test_a_reference_that_does_not_load_stops_the_batch_before_any_grade(released_template, tmp_path, broken, error):
+    import shutil
+
+    from grader_helpers import FixtureCourse
+
+    source = tmp_path / "source"
+    shutil.copytree(FIXTURES, source)
+    reference = source / ASSIGNMENT / "reference.py"
+    reference.write_text(broken + reference.read_text())
+    root = tmp_path / "grading"
+    shutil.copytree(released_template, root)
+    course = FixtureCourse(root, source)
+    folder = root / "submitted" / "control" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(course.solved(ASSIGNMENT), folder / f"{ASSIGNMENT}.ipynb")
+    done = course.cli("autograde", ASSIGNMENT, "--workers", "1")
+    assert done.returncode == 2
+    assert f"{reference} does not load: {error}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    report = root / "reports" / f"{ASSIGNMENT}.json"
+    assert not report.exists() or "score" not in json.loads(report.read_text())["students"].get("control", {})
