@@ -134,4 +134,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    status = main()
+    sys.stderr.flush()
+    # Nothing is left to write or clean up: skip the interpreter's teardown, 0.7 s with torch loaded,
+    # which the main process would wait for at the end of every batch.
+    os._exit(status)
