@@ -318,6 +318,8 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                     if answer is None and not wait:
                         return False
                     gate["warm"] = answer or {}
+                    if isinstance(gate["warm"].get("timing"), dict):  # (the first worker's, for the report)
+                        report["warm_up"] = gate["warm"]["timing"]
                     if gate["warm"].get("reference_error"):
                         raise GradingError(gate["warm"]["reference_error"])
                 return True

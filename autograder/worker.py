@@ -77,16 +77,22 @@ class Worker:
         return self.zygote
 
     def warm(self, job: dict) -> dict:
-        """Before the first notebook: start the zygote and load the references (the judge's own
-        imports, torch among them), while the main process still prepares submissions. A
+        """Before the first notebook: the judge's imports (torch, when the notebook preloads it) and
+        the exercise's references, while the main process still prepares submissions. A
         reference that does not load is reported, and the main process grades nothing."""
+        import time
+
+        started = time.perf_counter()
         self.zygote_for(job)
+        loading = time.perf_counter()
         for path in job.get("references", []):
             try:
                 references.load_reference(path)
             except Exception as exc:  # noqa: BLE001 - the instructor's file: say what is wrong with it
                 return {"status": "warm", "reference_error": f"{path} does not load: {type(exc).__name__}: {exc}"}
-        return {"status": "warm"}
+        # (The zygote itself starts with the first notebook: the main process waits for this answer.)
+        return {"status": "warm", "timing": {"judge_imports": loading - started,
+                                             "references": time.perf_counter() - loading}}
 
     def run(self, job: dict) -> dict:
         zygote = self.zygote_for(job)

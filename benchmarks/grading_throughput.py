@@ -14,7 +14,9 @@ copy of the same course, whole commands are timed (start-up included):
 Each is run ``--repeats`` times (default 2) in alternating order, and the best time counts: the
 machine may be shared. It also prints, from the grader's reports, the time per notebook split
 into start-up (the sandbox's zygote starting, shared by a worker's notebooks, plus forking a
-child per notebook), the student's code, and the checks (the judge running the test cells).
+child per notebook), the student's code, and the checks (the judge running the test cells); and
+a worker's warm-up, once, before its first notebook (the judge's imports, the exercise's
+reference), which overlaps the preparation of the submissions.
 Goals (issue 9): the parallel sandboxed grader at least 5x serial nbgrader in notebooks per
 minute (4 against 1), on each assignment; the sandbox costs little (2 against 3).
 """
@@ -72,10 +74,13 @@ def main() -> None:
 
 def split(course: Path, assignment: str) -> dict[str, float]:
     """Mean seconds per notebook of the grader's own timings (from its report)."""
-    report = json.loads((course / "reports" / f"{assignment}.json").read_text())["students"]
+    whole = json.loads((course / "reports" / f"{assignment}.json").read_text())
+    report = whole["students"]
     timings = [notebook["execution"]["timing"] for entry in report.values() for notebook in entry["notebooks"].values()]
     keys = ("zygote_startup", "startup", "student", "checks")
-    return {key: sum(t.get(key, 0.0) for t in timings) / len(timings) for key in keys}
+    parts = {key: sum(t.get(key, 0.0) for t in timings) / len(timings) for key in keys}
+    parts["warm_up"] = whole.get("warm_up") or {}   # a worker's, once, before its first notebook
+    return parts
 
 
 def bench(assignment: str, args) -> dict:
@@ -162,6 +167,11 @@ def bench(assignment: str, args) -> dict:
                   f"(the zygote, once per worker, spread over its notebooks) + {1000 * parts['startup']:.0f} ms "
                   f"(a fresh child), student code {1000 * parts['student']:.0f} ms, checks "
                   f"{1000 * parts['checks']:.0f} ms; whole command per notebook {1000 * wall:.0f} ms")
+            if parts["warm_up"]:
+                warm = parts["warm_up"]
+                print(f"    and once per worker, while the submissions are prepared: warm-up "
+                      f"{1000 * sum(warm.values()):.0f} ms (the judge's imports {1000 * warm.get('judge_imports', 0):.0f} ms, "
+                      f"the references {1000 * warm.get('references', 0):.0f} ms)")
         return {"notebooks": notebooks, "seconds": seconds, "notebooks_per_minute": rates,
                 "speedup_vs_nbgrader": parallel / serial, "sandbox_cost": unsandboxed / sandboxed - 1,
                 "per_notebook_seconds": splits}
