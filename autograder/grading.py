@@ -293,9 +293,9 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
             settings = {"workdir": str(run_dir / "w"), "data_dir": str(course.release_dir(assignment)),
                         "sandbox_data": str(sandbox_data) if sandbox_data else None, "sandbox": config.to_json(),
                         "cell_timeout": options.cell_timeout, "notebook_timeout": options.notebook_timeout}
-            first_plan = next(iter(plans.values()))
-            # Each worker starts its zygote and loads the references while the submissions are prepared.
-            warm = dict(settings, warm=True, preload=first_plan.preload,
+            # Each worker does the judge's imports and loads the references while the submissions are
+            # prepared (worker.py: Worker.warm).
+            warm = dict(settings, warm=True, preload=next((plan.preload for plan in plans.values()), []),
                         references=sorted({plan.reference for plan in plans.values() if plan.reference}))
             # The watchdog of a worker: the notebook's own limit, and time to start a sandbox twice.
             workers = pool.WorkerPool(size, course.logs_dir / f"autograde-{assignment}.log",
