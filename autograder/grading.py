@@ -300,7 +300,8 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
             # The watchdog of a worker: the notebook's own limit, and time to start a sandbox twice.
             workers = pool.WorkerPool(size, course.logs_dir / f"autograde-{assignment}.log",
                                       timeout=options.notebook_timeout + pool.STARTUP_ALLOWANCE,
-                                      memory_cap=sandbox.tree_memory_limit(options.limits)).start(warm)
+                                      memory_cap=sandbox.tree_memory_limit(options.limits),
+                                      expected_jobs=len(students) * len(plans)).start(warm)
             scanner = ThreadPoolExecutor(1)  # one scan process for the batch (Scanner)
             report = load_report(course, assignment)
             gate: dict = {}
