@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("assignment")
     grade.add_argument("--student", action="append", help="grade only this student (repeatable)")
     grade.add_argument("--workers", type=_positive, default=os.cpu_count() or 1,
-                       help="notebooks graded at once (default: the number of CPUs, %(default)s)")
+                       help="at most this many notebooks graded at once (default: the number of CPUs, "
+                            "%(default)s); workers after the first start when the batch's work pays for "
+                            "their start-up")
     grade.add_argument("--unsafe-no-sandbox", action="store_true",
                        help="run student code without bubblewrap, as you (only where bwrap is unavailable)")
     grade.add_argument("--cell-timeout", type=_positive, default=60, metavar="S", help="seconds per cell (default: 60)")

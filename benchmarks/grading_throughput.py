@@ -7,7 +7,8 @@ copy of the same course, whole commands are timed (start-up included):
 1. ``nbgrader autograde`` (serial, unsandboxed: student code runs as you, one kernel per notebook),
 2. ``python -m autograder autograde --workers 1`` in the bubblewrap sandbox,
 3. the same with ``--unsafe-no-sandbox``,
-4. ``python -m autograder autograde`` with one worker per CPU, in the sandbox.
+4. ``python -m autograder autograde`` with up to one worker per CPU, in the sandbox (the grader
+   starts workers after the first only when the batch's work pays for their warm-up).
 
     .venv/bin/python benchmarks/grading_throughput.py [--students 30] [--assignment A ...]
 
