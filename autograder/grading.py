@@ -223,7 +223,7 @@ def copy_flags(course: Course, assignment: str, plans: dict[str, NotebookPlan],
     submission's (``similarity.py``); advisory, it never changes a score. Each graded answer is
     compared with every submission of the assignment, graded now or not, so that re-grading some
     students gives them the same flags."""
-    from . import similarity  # (copydetect imports matplotlib: 0.7 s, here in the copy check's thread)
+    from . import similarity  # (numpy and the winnowing: imported here, in the copy check's thread)
 
     offered = set(sandbox.library_modules(sorted({m for plan in plans.values() for m in plan.course_modules})))
     check = similarity.CopyCheck(similarity.package_sources(sandbox.package_root(), offered))

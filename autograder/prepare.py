@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbgrader.nbgraderformat import MetadataValidator, ValidationError
 from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, OverwriteCells, OverwriteKernelspec
 
 from . import references, sandbox, scan
@@ -309,17 +310,51 @@ def _overwrite_kernelspec(nb, resources: dict, gradebook) -> None:
         nb.metadata["kernelspec"] = json.loads(kernelspec)
 
 
+class _RememberingValidator(MetadataValidator):
+    """nbgrader's cell-metadata validator, that validates each distinct (metadata, cell type) once.
+
+    nbgrader's checks of one cell depend on its nbgrader metadata and its cell type alone, but
+    each calls ``jsonschema.validate``, which first validates nbgrader's schema itself against
+    the JSON Schema metaschema: most of the time it took to prepare a notebook. After ``restore``
+    and ``OverwriteCells`` a class's notebooks carry the same metadata, so in a batch each is
+    validated once; only what passed is remembered, and the notebook-wide checks (repeated grade
+    ids) run for every notebook."""
+
+    _passed: set[tuple[str, str]] = set()
+
+    def validate_cell(self, cell) -> None:
+        try:
+            key = (str(cell.cell_type), json.dumps(cell.metadata["nbgrader"], sort_keys=True))
+        except (KeyError, TypeError, ValueError):   # (no nbgrader metadata, or not JSON: not remembered)
+            key = None
+        if key not in self._passed:
+            super().validate_cell(cell)
+            if key is not None:
+                self._passed.add(key)
+
+
+class _CheckCellMetadata(CheckCellMetadata):
+    """nbgrader's ``CheckCellMetadata`` (the same checks, the same error) with the validator above."""
+
+    def preprocess(self, nb, resources):
+        try:
+            _RememberingValidator().validate_nb(nb)
+        except ValidationError:
+            raise ValidationError("Notebook failed to validate; the nbgrader metadata may be corrupted.") from None
+        return nb, resources
+
+
 def sanitize(nb, plan: NotebookPlan, resources: dict, gradebook=None) -> None:
     """nbgrader's own sanitizing, as ``nbgrader autograde`` does it (after ``restore``); on
     ``gradebook`` when the caller holds one open."""
     if gradebook is None:
-        steps = (ClearOutput(), OverwriteKernelspec(), OverwriteCells(add_missing_cells=False), CheckCellMetadata())
+        steps = (ClearOutput(), OverwriteKernelspec(), OverwriteCells(add_missing_cells=False), _CheckCellMetadata())
         for preprocessor in steps:
             nb, resources = preprocessor.preprocess(nb, resources)
         return
     nb, resources = ClearOutput().preprocess(nb, resources)
     _overwrite_kernelspec(nb, resources, gradebook)
-    for preprocessor in (_OverwriteCellsOn(gradebook, add_missing_cells=False), CheckCellMetadata()):
+    for preprocessor in (_OverwriteCellsOn(gradebook, add_missing_cells=False), _CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
 
 

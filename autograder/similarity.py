@@ -17,15 +17,38 @@ would write alike is never flagged.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import io
 import keyword
+import sys
 import token
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from copydetect.utils import find_fingerprint_overlap, get_copied_slices, get_document_fingerprints, get_token_coverage
+
+
+def _copydetect_utils():
+    """``copydetect.utils``, the winnowing functions, without running ``copydetect/__init__.py``:
+    that imports copydetect's report writer and with it matplotlib's pyplot, 0.7 s of the copy
+    check's 2 s in every batch, for HTML reports this module never writes. Then copydetect leaves
+    ``sys.modules`` as it was, so a later ``import copydetect`` imports the whole package afresh."""
+    if "copydetect" in sys.modules:
+        return importlib.import_module("copydetect.utils")
+    spec = importlib.util.find_spec("copydetect")
+    sys.modules["copydetect"] = importlib.util.module_from_spec(spec)   # (its __init__ not run)
+    try:
+        return importlib.import_module("copydetect.utils")
+    finally:
+        for name in [name for name in sys.modules if name == "copydetect" or name.startswith("copydetect.")]:
+            del sys.modules[name]
+
+
+_utils = _copydetect_utils()
+find_fingerprint_overlap, get_copied_slices = _utils.find_fingerprint_overlap, _utils.get_copied_slices
+get_document_fingerprints, get_token_coverage = _utils.get_document_fingerprints, _utils.get_token_coverage
 
 K = 25              # characters per fingerprinted k-gram (copydetect's noise threshold)
 WINDOW = 1          # winnowing window: every k-gram (answers are short)

@@ -155,3 +155,64 @@ def test_an_nbformat_3_notebook_is_converted_and_every_4x_read(tmp_path, fixture
     path.write_text(json.dumps(data))
     nb, flags = load_submission(path)
     assert nb is None and "has nbformat 5: the grader reads versions 3 and 4" in flags[0]
+
+
+def _metadata_variants(nb):
+    """(name, notebook) pairs: the solved notebook and, for each of nbgrader's cell checks, a copy
+    that breaks it (the schema, the points, the grade id, markdown cells, task cells, the version)."""
+    def variant(change):
+        copied = copy.deepcopy(nb)
+        change(copied)
+        return copied
+
+    def graded(copied):
+        return next(c for c in copied.cells if c.metadata.get("nbgrader", {}).get("grade"))
+
+    def markdown(copied):   # (only the cell type changes: its metadata is the valid test cell's)
+        cell = next(c for c in copied.cells if c.metadata.get("nbgrader", {}).get("grade")
+                    and not c.metadata.nbgrader.get("solution"))
+        cell.cell_type = "markdown"
+        cell.pop("outputs", None)
+        cell.pop("execution_count", None)
+
+    def task(copied):
+        graded(copied).metadata.nbgrader["task"] = True
+
+    def repeated(copied):
+        cells = [c for c in copied.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+        cells[1].metadata.nbgrader["grade_id"] = cells[0].metadata.nbgrader["grade_id"]
+
+    return [("valid", variant(lambda copied: None)),
+            ("points not a number", variant(lambda c: graded(c).metadata.nbgrader.update(points="many"))),
+            ("no points", variant(lambda c: graded(c).metadata.nbgrader.pop("points"))),
+            ("empty grade id", variant(lambda c: graded(c).metadata.nbgrader.update(grade_id=""))),
+            ("markdown grade cell, not a solution", variant(markdown)),
+            ("task cell that is code", variant(task)),
+            ("repeated grade id", variant(repeated)),
+            ("old schema", variant(lambda c: graded(c).metadata.nbgrader.update(schema_version=1)))]
+
+
+def test_the_metadata_check_agrees_with_nbgraders_and_remembers_only_what_passed(fixture_course):
+    """prepare's CheckCellMetadata validates each distinct cell metadata once per batch (nbgrader's
+    validates the schema itself on every cell): it must accept and refuse exactly what nbgrader's
+    does, in any order, a notebook that broke a check after a valid one included."""
+    from nbgrader.preprocessors import CheckCellMetadata
+
+    from autograder.prepare import _CheckCellMetadata, _RememberingValidator
+
+    variants = _metadata_variants(fixture_course.solved(ASSIGNMENT))
+
+    def outcome(preprocessor, nb):
+        try:
+            preprocessor.preprocess(copy.deepcopy(nb), {})
+            return "passed"
+        except Exception as exc:  # noqa: BLE001 - the kind of error is what is compared
+            return type(exc).__name__
+
+    expected = {name: outcome(CheckCellMetadata(), nb) for name, nb in variants}
+    assert expected["valid"] == "passed"
+    assert all(result != "passed" for name, result in expected.items() if name != "valid"), expected
+    _RememberingValidator._passed.clear()
+    for order in (variants, variants[::-1], [variants[0]] + variants + [variants[0]]):
+        assert {name: outcome(_CheckCellMetadata(), nb) for name, nb in order} == expected
+    assert _RememberingValidator._passed, "nothing was remembered"

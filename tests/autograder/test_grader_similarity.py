@@ -57,3 +57,21 @@ def test_what_the_released_notebook_holds_is_not_a_copy():
     check = _check()
     assert check.flags({"student": skeleton}, boilerplate_sources=[skeleton]) == {}
     assert similarity.normalise("x = 'a'  # note\ny = x")[0] == "V=SV=V"
+
+
+def test_the_copy_check_loads_copydetects_winnowing_without_its_report_writer():
+    """copydetect's package imports matplotlib for its HTML reports; the copy check loads only its
+    winnowing functions (``_copydetect_utils``), and leaves copydetect importable as a whole."""
+    import subprocess
+    import sys
+
+    from autograder.course import REPO_ROOT
+
+    code = ("import sys\nfrom autograder import similarity\n"
+            "assert 'matplotlib' not in sys.modules, 'matplotlib imported'\n"
+            "assert not [m for m in sys.modules if m.startswith('copydetect')], 'copydetect left half-imported'\n"
+            "assert similarity.get_document_fingerprints.__module__ == 'copydetect.utils'\n"
+            "import copydetect\n"
+            "assert copydetect.CopyDetector and copydetect.utils.get_document_fingerprints\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
