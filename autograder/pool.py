@@ -3,9 +3,9 @@
 Each thread owns one ``python -m autograder.worker`` process and feeds it jobs one at a time.
 A job that gets no answer in time, or whose worker dies, gets an error result and only that
 worker is replaced: the rest of the batch goes on. Results come back to the caller's thread,
-which alone writes the gradebook. Workers start (and import, and with a warm job start their
-zygotes and load the references) while the caller still prepares jobs, and take each job as soon
-as it is submitted.
+which alone writes the gradebook. The first worker starts (imports, and with a warm job loads
+the references) while the caller still prepares jobs, and takes each job as soon as it is
+submitted; the others start when they pay (``WorkerPool.start``).
 """
 
 from __future__ import annotations
@@ -161,9 +161,8 @@ class WorkerPool:
         for index, event in enumerate(self.wake):
             if warm is None or index == 0:
                 event.set()
-        self.workers[0].start()
-        for index, worker in enumerate(self.workers[1:], 1):
-            if self.wake[index].is_set():
+        for worker, event in zip(self.workers, self.wake):
+            if event.is_set():
                 worker.start()
         for thread in self.threads:
             thread.start()

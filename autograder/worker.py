@@ -50,6 +50,12 @@ def _kill_uid(uid: int) -> None:
             continue
 
 
+def _judge_imports(preload: list[str]) -> None:
+    """The judge's own imports, once per worker, not in a notebook's checks."""
+    if "torch" in preload:
+        import torch  # noqa: F401
+
+
 class Worker:
     def __init__(self) -> None:
         self.zygote: Zygote | None = None
@@ -72,8 +78,7 @@ class Worker:
             prepare_dirs(config, self.uid, work)
         self.zygote = Zygote(config, self.uid, job["preload"], job.get("sandbox_data"), str(work), log=sys.stderr)
         self.key = key
-        if "torch" in job["preload"]:  # the judge's own import, once per worker, not in a notebook's checks
-            import torch  # noqa: F401
+        _judge_imports(job["preload"])
         return self.zygote
 
     def warm(self, job: dict) -> dict:
@@ -83,7 +88,7 @@ class Worker:
         import time
 
         started = time.perf_counter()
-        self.zygote_for(job)
+        _judge_imports(job["preload"])   # (the zygote itself is made and started by the first job)
         loading = time.perf_counter()
         for path in job.get("references", []):
             try:
