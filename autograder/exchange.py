@@ -97,7 +97,7 @@ def late_submissions(course: Course, assignment: str) -> list[str]:
     student whose collected submission came after it."""
     from nbgrader.utils import parse_utc
 
-    from .grading import open_gradebook
+    from .records import open_gradebook
 
     due = due_date(course, assignment)
     if due is None:

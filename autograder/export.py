@@ -11,7 +11,7 @@ from nbgrader.api import MissingEntry
 
 from .course import Course, atomic_write
 from .errors import GradingError
-from .grading import load_report, open_gradebook
+from .records import load_report, open_gradebook
 
 COLUMNS = ["assignment", "student", "score", "max_score", "percent", "status", "needs_manual_grade", "flags"]
 

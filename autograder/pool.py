@@ -150,8 +150,8 @@ class WorkerPool:
         self.running: dict[int, float] = {}        # worker -> when its job started
 
     def start(self, warm: dict | None = None) -> "WorkerPool":
-        """Start the workers; with ``warm`` (a job's settings, marked ``"warm": True``), each first
-        does the judge's imports and loads the references (``worker.py``), then takes jobs.
+        """Start the workers; with ``warm`` (``{"warm": True, ...}``: ``grading._warm_job``), each
+        first does the judge's imports and loads the reference (``worker.py``), then takes jobs.
 
         With ``warm``, only the first worker starts at once; each further one starts when it pays
         for its warm-up (``_grow``: the work left per running worker against the first worker's

@@ -56,7 +56,7 @@ class Found(dict):
 
 
 def assignment_notebooks(course: Course, assignment: str) -> list[str]:
-    from .grading import open_gradebook
+    from .records import open_gradebook
 
     check_id("assignment", assignment)
     if not course.db_path.exists():

@@ -4,9 +4,10 @@ The main process writes one JSON line per job on stdin; the worker grades it (``
 student's cells in the sandbox's zygote, the tests here) and answers with one JSON line on its
 protocol channel (the original stdout; everything else printed goes to stderr, the worker's
 log). The worker keeps its zygote between jobs, so numpy, torch and IPython are imported once
-per worker, not once per notebook; a "warm" job, first, starts the zygote and loads the
-exercise's reference before any notebook is ready. It never touches the gradebook, and it dies with the main
-process (its sandbox dies with it: ``--die-with-parent``).
+per worker, not once per notebook; a "warm" job, first, does the judge's imports and loads the
+exercise's reference while the main process still imports and prepares the submissions. It
+never touches the gradebook, and it dies with the main process (its sandbox dies with it:
+``--die-with-parent``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import traceback
 from pathlib import Path
 
 from . import references
-from .judge import Zygote, grade_notebook, job_cells
+from .judge import Zygote, grade_notebook, job_cells, needs_torch
 from .sandbox import SandboxConfig, enter_memory_cgroup, prepare_dirs
 
 PR_SET_PDEATHSIG = 1
@@ -56,6 +57,20 @@ def _judge_imports(preload: list[str]) -> None:
         import torch  # noqa: F401
 
 
+def _code_of(notebooks: list[str]) -> list[str]:
+    """The code cells of the exercise's source notebooks (one that does not read is skipped: the
+    main process's plan reads them too, and says what is wrong)."""
+    code = []
+    for path in notebooks:
+        try:
+            cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+            code += ["".join(cell["source"]) if isinstance(cell["source"], list) else str(cell["source"])
+                     for cell in cells if cell.get("cell_type") == "code"]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return code
+
+
 class Worker:
     def __init__(self) -> None:
         self.zygote: Zygote | None = None
@@ -82,13 +97,13 @@ class Worker:
         return self.zygote
 
     def warm(self, job: dict) -> dict:
-        """Before the first notebook: the judge's imports (torch, when the notebook preloads it) and
-        the exercise's references, while the main process still prepares submissions. A
+        """Before the first notebook: the judge's imports (torch, when the exercise's source notebooks
+        use it) and the exercise's reference, while the main process still prepares submissions. A
         reference that does not load is reported, and the main process grades nothing."""
         import time
 
         started = time.perf_counter()
-        _judge_imports(job["preload"])   # (the zygote itself is made and started by the first job)
+        _judge_imports(["torch"] if needs_torch(_code_of(job.get("sources", []))) else [])
         loading = time.perf_counter()
         for path in job.get("references", []):
             try:
