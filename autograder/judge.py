@@ -39,6 +39,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import functools
 import io
 import json
 import os
@@ -444,8 +445,11 @@ def api_names(solution_sources: list[str]) -> list[str]:
     return names
 
 
+@functools.lru_cache(maxsize=1024)
 def _python_only(source: str) -> str:
-    """The cell as Python: IPython's magics and shell escapes become calls (as IPython does it)."""
+    """The cell as Python: IPython's magics and shell escapes become calls (as IPython does it).
+    (Remembered: a class's notebooks share their instructor cells, and IPython's transforms took
+    a tenth of a notebook's checks.)"""
     from IPython.core.inputtransformer2 import TransformerManager
 
     return TransformerManager().transform_cell(source)
@@ -492,14 +496,18 @@ class Segment:
 _REASON = re.compile(r"^\s*#\s*reason:\s*(.+?)\s*$", re.IGNORECASE)
 
 
-def test_segments(cell: Cell) -> list[Segment]:
+def test_segments(cell: Cell) -> tuple[Segment, ...]:
     """The cell's visible and hidden parts, in order, each compiled alone (the hidden markers split
     them). A cell whose parts do not compile alone (a marker inside a block) is one hidden segment:
     any failure in it is then reported as a hidden test's."""
-    source = _python_only(cell.source)
+    return _segments(cell.source, f"<test cell {cell.grade_id or cell.index}>")
+
+
+@functools.lru_cache(maxsize=256)   # (the same test cells in every notebook of a batch; never changed)
+def _segments(cell_source: str, where: str) -> tuple[Segment, ...]:
+    source = _python_only(cell_source)
     lines = source.splitlines()
     hidden_any = any(HIDDEN_BEGIN in line for line in lines)
-    where = f"<test cell {cell.grade_id or cell.index}>"
     parts: list[tuple[bool, list[str]]] = [(False, [])]
     for line in lines:
         if HIDDEN_BEGIN in line:
@@ -516,12 +524,12 @@ def test_segments(cell: Cell) -> list[Segment]:
                        if hidden and (match := _REASON.match(line))]
             segments.append(Segment(hidden, compile(text, where, "exec"), reasons))
             offset += len(chunk)
-        return segments
+        return tuple(segments)
     except SyntaxError:
         if not hidden_any:
             raise
         reasons = [(number + 1, match.group(1)) for number, line in enumerate(lines) if (match := _REASON.match(line))]
-        return [Segment(True, compile(source, where, "exec"), reasons)]
+        return (Segment(True, compile(source, where, "exec"), reasons),)
 
 
 def _failing_line(exc: BaseException, where: str) -> int | None:
