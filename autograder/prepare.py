@@ -316,9 +316,9 @@ class _RememberingValidator(MetadataValidator):
     nbgrader's checks of one cell depend on its nbgrader metadata and its cell type alone, but
     each calls ``jsonschema.validate``, which first validates nbgrader's schema itself against
     the JSON Schema metaschema: most of the time it took to prepare a notebook. After ``restore``
-    and ``OverwriteCells`` a class's notebooks carry the same metadata, so in a batch each is
-    validated once; only what passed is remembered, and the notebook-wide checks (repeated grade
-    ids) run for every notebook."""
+    every cell's nbgrader metadata is a copy of the released one, so a class's notebooks share it
+    and the set remembered stays as small as the assignments graded in the process. Only what
+    passed is remembered, and the notebook-wide checks (repeated grade ids) run for every notebook."""
 
     _passed: set[tuple[str, str]] = set()
 
