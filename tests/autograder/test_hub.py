@@ -158,8 +158,11 @@ def hub(searchable_checkout):
         assert started.returncode == 0, started.stderr + course_hub._tail(hub_dir / "logs" / "jupyterhub.log", 20)
         yield info
     finally:
+        # Course data, less what exists only while something runs: SQLite's files while a database is
+        # open, and a running Jupyter server's runtime files (a course's grader service may still be
+        # up here, and its server deletes them as it stops).
         data = [p for place in ("courses", "exchange", "images") for p in (hub_dir / place).rglob("*")
-                if not p.name.endswith(("-journal", "-wal", "-shm"))]   # SQLite's, while a database is open
+                if not p.name.endswith(("-journal", "-wal", "-shm")) and "jupyter/runtime" not in p.as_posix()]
         stopped = subprocess.run([sys.executable, "-m", "autograder", "hub", "stop", "--dir", str(hub_dir),
                                   "--remove-users"], cwd=REPO, capture_output=True, text=True, timeout=180)
         state = course_hub._load(hub_dir / "state.json")
