@@ -69,8 +69,8 @@ def _warm_job(course: Course, assignment: str) -> dict:
     the source folder alone: load the exercise's reference, and import torch when the source
     notebooks use it. (The jobs themselves carry what the gradebook's plan says.)"""
     folder = course.source / assignment
-    reference = folder / references.FILE_NAME
-    return {"warm": True, "references": [str(reference)] if reference.is_file() else [],
+    reference = references.reference_in(folder)
+    return {"warm": True, "references": [str(reference)] if reference else [],
             "sources": [str(path) for path in sorted(folder.glob("*.ipynb"))]}
 
 

@@ -25,7 +25,12 @@ _LOADED: dict[tuple[str, float], types.ModuleType] = {}
 
 def reference_path(source_notebook: Path) -> Path | None:
     """The reference module beside a source notebook, if the exercise has one."""
-    path = Path(source_notebook).parent / FILE_NAME
+    return reference_in(Path(source_notebook).parent)
+
+
+def reference_in(folder: Path) -> Path | None:
+    """The reference module of the exercise whose source notebooks are in ``folder``, if it has one."""
+    path = Path(folder) / FILE_NAME
     return path if path.is_file() else None
 
 
