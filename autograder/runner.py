@@ -33,6 +33,7 @@ import ctypes
 import importlib
 import json
 import os
+import re
 import secrets
 import select
 import signal
@@ -253,25 +254,104 @@ def _reap() -> None:
             return
 
 
-def _empty(folder: str, deadline: float) -> bool:
-    """Remove everything inside ``folder``; True when it is empty afterwards.
+def _mount_points() -> frozenset[str]:
+    """Every mount point of this process's mount namespace (``/proc/self/mountinfo``, field 5).
+
+    Read once, before any student code runs: bubblewrap made every mount there is, and no
+    process in the sandbox can make another (no capabilities, no new user namespaces).
+    """
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            fields = [line.split() for line in handle]
+    except OSError:
+        return frozenset()
+    def unescape(text: str) -> str:  # mountinfo writes a space as \040, a backslash as \134
+        return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), text)
+
+    return frozenset(os.path.normpath(unescape(f[4])) for f in fields if len(f) > 4)
+
+
+def _layout_in(folder: str, mounts) -> tuple[frozenset[str], frozenset[str]]:
+    """The sandbox's own layout inside ``folder``, as paths relative to it: the mount points in it
+    (a checkout or a virtual environment under /tmp, bound in read-only) and the folders that
+    lead to them. Emptying ``folder`` keeps these and removes everything else, in them too."""
+    folder = os.path.normpath(folder)
+    inside = [os.path.relpath(m, folder) for m in mounts if m.startswith(folder.rstrip("/") + "/")]
+    leading = {os.path.dirname(rel) for rel in inside}
+    for rel in list(leading):
+        while rel:
+            leading.add(rel)
+            rel = os.path.dirname(rel)
+    leading.discard("")
+    return frozenset(inside), frozenset(leading - set(inside))
+
+
+def _empty(folder: str, deadline: float, mounts=frozenset()) -> bool:
+    """Remove everything inside ``folder`` but the sandbox's own mount points in it (``mounts``,
+    absolute paths) and the folders leading to them; True when nothing else is left.
 
     It cannot be stopped by what a submission left: each folder's permissions are restored before
     it is read, and a folder inside a folder is first moved up to ``folder`` itself (``renameat``),
     so the walk never goes deeper than one level (no recursion, no path too long) and holds at most
-    two descriptors. It gives up at ``deadline`` (then the judge replaces the zygote).
+    two descriptors. The folders leading to a mount point are walked the same way (their depth is
+    the layout's, not the submission's), and are never changed themselves. It gives up at
+    ``deadline`` (then the judge replaces the zygote).
     """
+    bound, leading = _layout_in(folder, mounts)
+    kept = {rel.split("/")[0] for rel in bound | leading}
     try:
         top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return False
-    moved = 0
+    moved = [0]
+
+    def move_up_or_unlink(dir_fd: int, entry: str) -> None:
+        """Out of the way: a file unlinked, a folder moved up to ``folder`` (emptied there)."""
+        try:
+            if _is_dir(dir_fd, entry):
+                # moving a folder to another parent needs write access to it ("..")
+                os.chmod(entry, 0o700, dir_fd=dir_fd)
+                moved[0] += 1
+                os.rename(entry, f".ag-{moved[0]}-{secrets.token_hex(4)}", src_dir_fd=dir_fd, dst_dir_fd=top)
+            else:
+                os.unlink(entry, dir_fd=dir_fd)
+        except OSError:
+            pass
+
+    def clear_leading(rel: str) -> bool:
+        """Empty a folder of the layout but for the layout in it; True when only that is left."""
+        try:
+            fd = top
+            for part in rel.split("/"):
+                following = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                if fd != top:
+                    os.close(fd)
+                fd = following
+        except OSError:
+            return False
+        try:
+            clean = True
+            for entry in os.listdir(fd):
+                path = f"{rel}/{entry}"
+                if path in bound:
+                    continue
+                if path in leading:
+                    clean = clear_leading(path) and clean
+                    continue
+                move_up_or_unlink(fd, entry)
+                clean = False  # looked at again on the next pass
+            return clean
+        finally:
+            os.close(fd)
+
     try:
         while time.monotonic() < deadline:
             names = os.listdir(top)
-            if not names:
+            stray = [name for name in names if name not in kept]
+            layout_clean = all(clear_leading(name) for name in names if name in leading)
+            if not stray and layout_clean:
                 return True
-            for name in names:
+            for name in stray:
                 if time.monotonic() >= deadline:
                     break
                 try:
@@ -284,24 +364,15 @@ def _empty(folder: str, deadline: float) -> bool:
                     continue
                 try:
                     for entry in os.listdir(inner):
-                        try:
-                            if _is_dir(inner, entry):
-                                # moving a folder to another parent needs write access to it ("..")
-                                os.chmod(entry, 0o700, dir_fd=inner)
-                                moved += 1
-                                os.rename(entry, f".ag-{moved}-{secrets.token_hex(4)}", src_dir_fd=inner,
-                                          dst_dir_fd=top)
-                            else:
-                                os.unlink(entry, dir_fd=inner)
-                        except OSError:
-                            continue
+                        move_up_or_unlink(inner, entry)
                 finally:
                     os.close(inner)
                 try:
                     os.rmdir(name, dir_fd=top)
                 except OSError:
                     pass
-        return not os.listdir(top)
+        return not [name for name in os.listdir(top) if name not in kept] and \
+            all(clear_leading(name) for name in kept if name in leading)
     except OSError:
         return False
     finally:
@@ -344,7 +415,7 @@ def _clear_keyrings() -> None:
         libc.syscall(SYS_KEYCTL, KEYCTL_CLEAR, keyring)
 
 
-def _clean(work_root: str, sandboxed: bool, child: int) -> list[str]:
+def _clean(work_root: str, sandboxed: bool, child: int, mounts=frozenset()) -> list[str]:
     """After a child: no process of it left, and nothing of it for the next one. Returns what is
     left (empty: clean).
 
@@ -382,7 +453,7 @@ def _clean(work_root: str, sandboxed: bool, child: int) -> list[str]:
         _reap()
         folders = (work_root,)
     for folder in folders:
-        if os.path.isdir(folder) and not _empty(folder, deadline):
+        if os.path.isdir(folder) and not _empty(folder, deadline, mounts):
             left.append(folder)
     return left
 
@@ -414,7 +485,8 @@ def _status(status: int) -> str:
     return f"exit status {os.WEXITSTATUS(status)}"
 
 
-def serve(control: socket.socket, shell, work_root: str, data_dir: str | None, sandboxed: bool) -> None:
+def serve(control: socket.socket, shell, work_root: str, data_dir: str | None, sandboxed: bool,
+          mounts=frozenset()) -> None:
     child, pidfd = None, None
 
     def say(message: dict) -> None:
@@ -426,7 +498,7 @@ def serve(control: socket.socket, shell, work_root: str, data_dir: str | None, s
         if pidfd is not None and pidfd in ready:
             _, status = os.waitpid(child, 0)
             os.close(pidfd)
-            left = _clean(work_root, sandboxed, child)
+            left = _clean(work_root, sandboxed, child, mounts)
             child, pidfd = None, None
             say({"op": "exited", "status": _status(status), "clean": not left, "left": left[:8]})
         if control in ready:
@@ -480,12 +552,13 @@ def main(argv: list[str] | None = None) -> int:
         warm = torch.ones(2, dtype=torch.float64, requires_grad=True)
         torch.autograd.grad((warm * warm).sum(), [warm])
     shell = _make_shell()
+    mounts = _mount_points() if args.sandboxed else frozenset()  # the layout: never emptied away
     if args.sandboxed:  # what the imports and the shell wrote (IPython's profile): the first child starts as the rest
         for folder in ("/tmp", args.work):
-            _empty(folder, time.monotonic() + CLEAN_SECONDS)
+            _empty(folder, time.monotonic() + CLEAN_SECONDS, mounts)
     _prctl(PR_SET_DUMPABLE, 0)
     control.send(json.dumps({"op": "ready", "pid": os.getpid(), "preload_failed": failed}).encode())
-    serve(control, shell, args.work, args.data, args.sandboxed)
+    serve(control, shell, args.work, args.data, args.sandboxed, mounts)
     return 0
 
 

@@ -351,6 +351,60 @@ def test_the_clean_up_empties_what_a_recursive_one_cannot(tmp_path):
     assert os.listdir(top) == [] and (tmp_path / "outside" / "keep").read_text() == "not followed"
 
 
+def test_the_clean_up_keeps_the_sandboxs_own_mounts_and_removes_everything_else(tmp_path):
+    import time
+
+    from autograder import runner
+
+    top = tmp_path / "top"
+    venv = top / "checkout" / ".venv"  # bound in read-only, as a checkout under /tmp is
+    (venv / "lib").mkdir(parents=True)
+    (venv / "lib" / "site.py").write_text("kept")
+    (top / "checkout" / "planted").write_text("a submission's")
+    (top / "checkout" / "nested" / "deeper").mkdir(parents=True)
+    (top / "checkout" / "nested" / "deeper" / "file").write_text("x")
+    (top / "stray").write_text("x")
+    (top / "folder").mkdir()
+    assert runner._empty(str(top), time.monotonic() + 30, mounts=frozenset({str(venv), "/proc"}))
+    assert os.listdir(top) == ["checkout"] and os.listdir(top / "checkout") == [".venv"]
+    assert (venv / "lib" / "site.py").read_text() == "kept"
+    assert runner._empty(str(top), time.monotonic() + 30) and os.listdir(top) == [], "no layout: all goes"
+
+
+@needs_bwrap
+def test_a_sandbox_with_its_layout_under_tmp_cleans_up_around_it(tmp_path_factory):
+    """A checkout under /tmp (a `mktemp -d` clone) is bound into the sandbox's own /tmp. The clean-up
+    after each submission keeps those bound folders and removes all else: the zygote stays (it was
+    replaced after every submission, each clean-up spending its 20 s on folders it may not change)."""
+    import dataclasses
+
+    run_dir = tmp_path_factory.mktemp("judge-layout")
+    if not str(run_dir).startswith("/tmp/"):
+        pytest.skip("the temporary folder is not under /tmp")
+    os.chmod(run_dir, 0o755)
+    lease = sandbox.UidLease(1) if os.geteuid() == 0 else None
+    config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), run_dir, 1,
+                                 uids=lease.uids if lease else ())
+    checkout = run_dir / "checkout" / "attention_course"  # where the library is bound over
+    config = dataclasses.replace(config, overlays=config.overlays + (str(checkout),))
+    (run_dir / "work").mkdir()
+    process = Zygote(config, config.uid(0), ["numpy", "IPython"], None, str(run_dir / "work"))
+    top = Path(checkout).relative_to("/tmp").parts[0]
+    student = ("import os\nBEFORE = sorted(os.listdir('/tmp'))\nopen('/tmp/stray', 'w').write('x')\n"
+               "def before():\n    return BEFORE\n")
+    try:
+        process.start()
+        for _ in range(2):
+            outcome = grade(process, student, ["assert 'stray' not in before(), before()",
+                                               f"assert before() == [{top!r}], before()"], ["before"])
+            assert all(record["passed"] for record in outcome.tests.values()), outcome.tests
+        assert process.replaced == 0 and process.left == "", process.left
+    finally:
+        process.close()
+        if lease is not None:
+            lease.release()
+
+
 def test_hidden_parts_of_a_test_cell_and_the_instructors_reasons():
     from autograder.judge import _reason_for, hidden_feedback, test_segments
 
