@@ -88,7 +88,8 @@ COURSE_KEYS = {"instructors", "students", "due"}
 DEFAULT_IDLE_TIMEOUT = 3600
 # Where stray copies of the course's secrets would be readable by students, besides the checkout
 # and the hub's folder (hub start scans them as a student). Not /tmp and /dev/shm: every server of
-# the hub has private ones (jupyterhub/enter.py), which is also why the hub's folder cannot be there.
+# the hub has private ones (jupyterhub/enter.py), which is also why the hub's folder cannot be there
+# (the course's own packages can: enter.py binds them back in, read-only).
 SHARED_PLACES = ("/var/tmp", "/home", "/srv", "/mnt", "/media")
 PRIVATE_PER_SERVER = ("/tmp", "/dev/shm")
 _SCAN_SUFFIXES = leakscan._TEXT_SUFFIXES | {".whl", ".zip", ".ipynb"}
@@ -756,6 +757,10 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         "cgroups": {name: str(path) for name, path in bases.items()},
         "singleuser_cmd": [str(environment / "bin" / "jupyterhub-singleuser")],
         "admin_token_file": str(admin_token),
+        # what of the course's environment lies where every server has a private folder (a
+        # checkout under /tmp): enter.py binds it back in, read-only
+        "keep_in_private": [p for p in _site_packages()
+                            if any(Path(top) in Path(p).parents for top in PRIVATE_PER_SERVER)],
     }
     for key in ("created_users", "created_groups"):
         state[key] = _load(state_path).get(key, [])

@@ -8,7 +8,8 @@ The course hub's spawner (``spawner.CourseSpawner``) runs this script as root, i
    starts, kernels and terminals included);
 2. it gives the server a mount namespace of its own, with a private ``/tmp`` and ``/dev/shm``
    (size-capped tmpfs, whose pages count against the user's memory cgroup), so that no student
-   can fill the machine's RAM-backed shared memory or read another's temporary files;
+   can fill the machine's RAM-backed shared memory or read another's temporary files (the
+   course's packages, if they are installed under ``/tmp``, are bound back in, read-only);
 3. it sets the per-process limits (processes, where no pids cgroup exists; no core dumps), a
    private umask, and drops to the user (groups, gid, uid; for good);
 4. it replaces itself with COMMAND (the Jupyter server), in the user's home.
@@ -26,7 +27,8 @@ import sys
 
 CLONE_NEWNS = 0x00020000
 PR_SET_DUMPABLE = 4
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
+MS_REC, MS_PRIVATE = 0x4000, 0x40000
 
 
 def _libc_call(name: str, *args) -> None:
@@ -36,14 +38,36 @@ def _libc_call(name: str, *args) -> None:
         raise OSError(errno, f"{name}: {os.strerror(errno)}")
 
 
-def private_mounts(tmpfs: dict[str, str]) -> None:
-    """A mount namespace of this process's own, with a fresh size-capped tmpfs at each path."""
+def private_mounts(tmpfs: dict[str, str], keep=()) -> None:
+    """A mount namespace of this process's own, with a fresh size-capped tmpfs at each path.
+
+    ``keep``: folders under those paths that the server must still reach (the course's packages,
+    where the hub runs from a checkout under /tmp): each is bound back in, read-only, at its own
+    path, below folders root makes (so no user can move or replace them).
+    """
     _libc_call("unshare", CLONE_NEWNS)
     _libc_call("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)   # nothing leaks back out
+    held = {}
+    for path in keep:   # held open before a tmpfs hides them
+        if any(path.startswith(top.rstrip("/") + "/") for top in tmpfs) and os.path.isdir(path):
+            held[path] = os.open(path, os.O_PATH | os.O_DIRECTORY)
     for path, size in tmpfs.items():
         if os.path.isdir(path):
             _libc_call("mount", b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                        f"size={size},mode=1777".encode())
+    for path, fd in held.items():
+        made = []
+        parent = path
+        while not os.path.isdir(parent):
+            made.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(made):
+            os.mkdir(folder, 0o755)
+            os.chmod(folder, 0o755)   # whatever the umask
+        _libc_call("mount", f"/proc/self/fd/{fd}".encode(), path.encode(), None, MS_BIND | MS_REC, None)
+        _libc_call("mount", None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                   None)
+        os.close(fd)
 
 
 def drop_to(uid: int, gid: int, groups: list[int]) -> None:
@@ -69,7 +93,7 @@ def enter(plan: dict) -> None:
     for procs in plan.get("cgroups", []):
         with open(procs, "w") as handle:
             handle.write(str(os.getpid()))
-    private_mounts(plan.get("tmpfs", {}))
+    private_mounts(plan.get("tmpfs", {}), plan.get("keep", ()))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if plan.get("nproc"):
         resource.setrlimit(resource.RLIMIT_NPROC, (plan["nproc"], plan["nproc"]))

@@ -89,3 +89,38 @@ def test_the_fork_server_and_its_children_count_as_their_hubs_only(tmp_path):
     finally:
         marked.kill()
         marked.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of one's own needs root")
+def test_a_servers_private_tmp_keeps_the_course_packages_read_only_and_nothing_else(tmp_path):
+    """A hub run from a checkout under /tmp: every server gets a fresh /tmp, with the course's
+    packages (the checkout's environment) bound back in read-only, and nothing else of the real /tmp."""
+    if not str(tmp_path).startswith("/tmp/"):
+        pytest.skip("the temporary folder is not under /tmp")
+    packages = tmp_path / "checkout" / ".venv" / "site-packages"
+    packages.mkdir(parents=True)
+    (packages / "module.py").write_text("VALUE = 1\n")
+    (tmp_path / "checkout" / "solutions").mkdir()
+    (tmp_path / "secret").write_text("not for the server")
+    script = f"""
+import json, os, sys
+sys.path.insert(0, {str(hub.REPO_ROOT / "autograder" / "jupyterhub")!r})
+import enter
+enter.private_mounts({{"/tmp": "16M"}}, [{str(packages)!r}])
+try:
+    open({str(packages / "planted")!r}, "w")
+    writable = True
+except OSError:
+    writable = False
+print(json.dumps({{"read": open({str(packages / "module.py")!r}).read(), "writable": writable,
+                  "tmp": os.listdir("/tmp"), "secret": os.path.exists({str(tmp_path / "secret")!r}),
+                  "siblings": os.listdir({str(tmp_path / "checkout")!r}),
+                  "mode": oct(os.stat({str(tmp_path / "checkout")!r}).st_mode & 0o7777)}}))
+"""
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["read"] == "VALUE = 1\n" and seen["writable"] is False
+    assert seen["tmp"] == [tmp_path.relative_to("/tmp").parts[0]] and seen["secret"] is False
+    assert seen["siblings"] == [".venv"] and seen["mode"] == "0o755"
+    assert not (packages / "planted").exists() and (tmp_path / "secret").exists()  # the real /tmp as it was
