@@ -55,6 +55,14 @@ for base in ("/tmp", "/dev/shm"):  # (/dev/shm is not writable in the sandbox: t
         open(base + "/planted.txt", "w").write("PLANTED")
     except OSError:
         pass
+for line in open("/proc/self/mountinfo"):  # the folders above a mount under /tmp (a checkout there)
+    mount = line.split()[4]
+    while mount.startswith("/tmp/") and os.path.dirname(mount) != "/tmp":
+        mount = os.path.dirname(mount)
+        try:
+            open(mount + "/planted.txt", "w").write("PLANTED")
+        except OSError:
+            pass
 os.mkdir("/tmp/deep")  # deeper than any path may be long, and than Python may recurse
 os.chdir("/tmp/deep")
 for _ in range(3000):
@@ -82,8 +90,25 @@ READ = r'''
 import ctypes, json, os
 def _traces():
     found = []
+    # The sandbox's own layout: its mount points (a checkout under /tmp is bound in there) and
+    # the folders leading to them, which must hold nothing else.
+    mounts = {line.split()[4] for line in open("/proc/self/mountinfo")}
+    leading = {os.path.dirname(m) for m in mounts}
+    for m in list(leading):
+        while m not in ("/", ""):
+            leading.add(m)
+            m = os.path.dirname(m)
+    def look(folder):
+        for name in os.listdir(folder):
+            path = f"{folder}/{name}"
+            if path in mounts:
+                continue
+            if path in leading:
+                look(path)
+            else:
+                found.append(path)
     for base in ("/tmp", "/dev/shm"):
-        found += [f"{base}/{name}" for name in os.listdir(base)]
+        look(base)
     here = os.getcwd()
     root = os.path.dirname(here)
     found += [f"{root}/{name}" for name in os.listdir(root) if os.path.join(root, name) != here]
