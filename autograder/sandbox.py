@@ -475,7 +475,10 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, 
     argv += ["--perms", "1777", "--size", str(config.limits.work_mb * MiB), "--tmpfs", workdir]
     for file in files:
         argv += ["--ro-bind", os.path.realpath(file), os.path.join(workdir, os.path.basename(file))]
-    argv += ["--chdir", workdir]
+    # The root (bwrap's own tmpfs, with the folders made above) read-only, after the last mount:
+    # in a user namespace those folders are the sandbox uid's, and what a submission wrote there
+    # would be there for the next. Only /tmp and the working folder stay writable.
+    argv += ["--remount-ro", "/", "--chdir", workdir]
     for key, value in sandbox_env(config).items():
         argv += ["--setenv", key, value]
     argv.append("--")
@@ -537,8 +540,14 @@ hidden = [p for p in json.loads(sys.argv[1]) if os.path.exists(p)]
 forbidden = [m for m in json.loads(sys.argv[2]) if importlib.util.find_spec(m) is not None]
 modules = sorted(["attention_course"] + [m.name for m in pkgutil.walk_packages(attention_course.__path__, "attention_course.")])
 open("probe", "w").write("ok")
+def writable(folder):
+    try:
+        open(os.path.join(folder, ".probe"), "w").close()
+        return True
+    except OSError:
+        return False
 print(json.dumps({"uid": os.getuid(), "visible": hidden, "importable": forbidden, "modules": modules,
-                  "cwd": os.getcwd(), "pid": os.getpid()}))
+                  "cwd": os.getcwd(), "pid": os.getpid(), "writable": [p for p in ("/", "/etc") if writable(p)]}))
 """
 
 # Never importable in the sandbox: the tracks and everything built on them (checked by the preflight).
@@ -585,6 +594,9 @@ def preflight(config: SandboxConfig, must_not_see: list[Path]) -> str:
         raise GradingError(f"sandbox offers {report['importable'][0]} (a reference implementation); refusing to grade")
     if report["visible"]:
         raise GradingError(f"sandbox exposes {report['visible'][0]}; refusing to grade")
+    if report["writable"]:
+        raise GradingError(f"sandbox lets a submission write to {report['writable'][0]}, where it would outlive "
+                           "the submission; refusing to grade")
     who = f"uid {report['uid']}" + (" (dropped from root)" if config.privileged else " (user namespace)")
     limits = config.limits
     tree = (f"{tree_memory_limit(limits) // MiB} MiB per worker (cgroup)" if memory_cgroup() is not None

@@ -68,6 +68,9 @@ def test_the_sandbox_sees_only_what_it_needs(tmp_path):
     # The /tmp tmpfs comes before the working folder's tmpfs; both sizes are limited.
     tmpfs = [bwrap[i + 1] for i, arg in enumerate(bwrap) if arg == "--tmpfs"]
     assert tmpfs == ["/tmp", sandbox.INSIDE_WORK]
+    # ... and after every mount, the root is made read-only (nothing written there outlives a submission)
+    mounts = [i for i, arg in enumerate(bwrap) if arg in ("--tmpfs", "--ro-bind", "--bind", "--dir", "--symlink")]
+    assert bwrap[bwrap.index("--remount-ro") + 1] == "/" and bwrap.index("--remount-ro") > max(mounts)
     assert _pairs(bwrap, "--size") == [str(256 * 1024 * 1024)] * 2
     environment = dict(zip(_pairs(bwrap, "--setenv"), [bwrap[i + 2] for i, a in enumerate(bwrap) if a == "--setenv"]))
     assert "JPY_PARENT_PID" not in environment and environment["HOME"] == "/tmp"
@@ -133,6 +136,7 @@ def test_the_sandbox_cannot_import_the_reference_implementation(tmp_path, lease)
     assert report["importable"] == [], "the tracks (and what stands on them) are out of reach"
     assert report["modules"] == sandbox.library_modules(["attention_course.functional"])
     assert report["pid"] == 1, "the sandbox's command is pid 1: /proc shows no bwrap command line"
+    assert report["writable"] == [], "outside /tmp and the working folder, nothing is writable"
 
 
 def test_preflight_refuses_a_broken_bwrap(tmp_path, lease):
