@@ -757,10 +757,11 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         "cgroups": {name: str(path) for name, path in bases.items()},
         "singleuser_cmd": [str(environment / "bin" / "jupyterhub-singleuser")],
         "admin_token_file": str(admin_token),
-        # what of the course's environment lies where every server has a private folder (a
-        # checkout under /tmp): enter.py binds it back in, read-only
-        "keep_in_private": [p for p in _site_packages()
-                            if any(Path(top) in Path(p).parents for top in PRIVATE_PER_SERVER)],
+        # the course's environment (its packages, and Jupyter's data and config that env/ links to),
+        # if it lies where every server has a private folder (a checkout under /tmp): enter.py
+        # binds it back in, read-only
+        "keep_in_private": [str(prefix) for prefix in [Path(sys.prefix).resolve()]
+                            if any(Path(top) in prefix.parents for top in PRIVATE_PER_SERVER)],
     }
     for key in ("created_users", "created_groups"):
         state[key] = _load(state_path).get(key, [])

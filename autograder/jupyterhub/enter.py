@@ -9,7 +9,7 @@ The course hub's spawner (``spawner.CourseSpawner``) runs this script as root, i
 2. it gives the server a mount namespace of its own, with a private ``/tmp`` and ``/dev/shm``
    (size-capped tmpfs, whose pages count against the user's memory cgroup), so that no student
    can fill the machine's RAM-backed shared memory or read another's temporary files (the
-   course's packages, if they are installed under ``/tmp``, are bound back in, read-only);
+   course's environment, if it is installed under ``/tmp``, is bound back in, read-only);
 3. it sets the per-process limits (processes, where no pids cgroup exists; no core dumps), a
    private umask, and drops to the user (groups, gid, uid; for good);
 4. it replaces itself with COMMAND (the Jupyter server), in the user's home.
@@ -41,7 +41,7 @@ def _libc_call(name: str, *args) -> None:
 def private_mounts(tmpfs: dict[str, str], keep=()) -> None:
     """A mount namespace of this process's own, with a fresh size-capped tmpfs at each path.
 
-    ``keep``: folders under those paths that the server must still reach (the course's packages,
+    ``keep``: folders under those paths that the server must still reach (the course's environment,
     where the hub runs from a checkout under /tmp): each is bound back in, read-only, at its own
     path, below folders root makes (so no user can move or replace them).
     """

@@ -107,7 +107,7 @@ class CourseSpawner(LocalProcessSpawner):
         plan = {
             "cgroups": [str(p) for p in procs],
             "tmpfs": {"/tmp": str(cap.tmp), "/dev/shm": str(cap.shm)},
-            "keep": state.get("keep_in_private", []),   # the course's packages, if under /tmp
+            "keep": state.get("keep_in_private", []),   # the course's environment, if under /tmp
             # without a pids cgroup, the per-user process limit of the kernel (all the user's processes)
             "nproc": None if "pids" in bases else cap.processes,
             "uid": account.pw_uid, "gid": account.pw_gid,
