@@ -475,10 +475,11 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, 
     argv += ["--perms", "1777", "--size", str(config.limits.work_mb * MiB), "--tmpfs", workdir]
     for file in files:
         argv += ["--ro-bind", os.path.realpath(file), os.path.join(workdir, os.path.basename(file))]
-    # The root (bwrap's own tmpfs, with the folders made above) read-only, after the last mount:
-    # in a user namespace those folders are the sandbox uid's, and what a submission wrote there
-    # would be there for the next. Only /tmp and the working folder stay writable.
-    argv += ["--remount-ro", "/", "--chdir", workdir]
+    # The root (bwrap's own tmpfs, with the folders made above) and /dev read-only, after the last
+    # mount: in a user namespace they are the sandbox uid's, and what a submission wrote there would
+    # be there for the next. Only /tmp and the working folder stay writable (and the device nodes,
+    # which are mounts of their own).
+    argv += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", workdir]
     for key, value in sandbox_env(config).items():
         argv += ["--setenv", key, value]
     argv.append("--")
@@ -547,7 +548,7 @@ def writable(folder):
     except OSError:
         return False
 print(json.dumps({"uid": os.getuid(), "visible": hidden, "importable": forbidden, "modules": modules,
-                  "cwd": os.getcwd(), "pid": os.getpid(), "writable": [p for p in ("/", "/etc") if writable(p)]}))
+                  "cwd": os.getcwd(), "pid": os.getpid(), "writable": [p for p in ("/", "/etc", "/dev", "/dev/shm") if writable(p)]}))
 """
 
 # Never importable in the sandbox: the tracks and everything built on them (checked by the preflight).

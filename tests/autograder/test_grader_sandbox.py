@@ -70,7 +70,8 @@ def test_the_sandbox_sees_only_what_it_needs(tmp_path):
     assert tmpfs == ["/tmp", sandbox.INSIDE_WORK]
     # ... and after every mount, the root is made read-only (nothing written there outlives a submission)
     mounts = [i for i, arg in enumerate(bwrap) if arg in ("--tmpfs", "--ro-bind", "--bind", "--dir", "--symlink")]
-    assert bwrap[bwrap.index("--remount-ro") + 1] == "/" and bwrap.index("--remount-ro") > max(mounts)
+    read_only_after = [i for i, arg in enumerate(bwrap) if arg == "--remount-ro"]
+    assert [bwrap[i + 1] for i in read_only_after] == ["/", "/dev"] and min(read_only_after) > max(mounts)
     assert _pairs(bwrap, "--size") == [str(256 * 1024 * 1024)] * 2
     environment = dict(zip(_pairs(bwrap, "--setenv"), [bwrap[i + 2] for i, a in enumerate(bwrap) if a == "--setenv"]))
     assert "JPY_PARENT_PID" not in environment and environment["HOME"] == "/tmp"
