@@ -265,6 +265,7 @@ def _mount_points() -> frozenset[str]:
             fields = [line.split() for line in handle]
     except OSError:
         return frozenset()
+
     def unescape(text: str) -> str:  # mountinfo writes a space as \040, a backslash as \134
         return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), text)
 
@@ -323,6 +324,10 @@ def _empty(folder: str, deadline: float, mounts=frozenset()) -> bool:
         try:
             fd = top
             for part in rel.split("/"):
+                try:  # as bwrap made it (in a user namespace the folder is the sandbox uid's to change)
+                    os.chmod(part, 0o755, dir_fd=fd)
+                except OSError:
+                    pass  # root's: nobody in the sandbox could have changed it
                 following = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 if fd != top:
                     os.close(fd)

@@ -365,8 +365,10 @@ def test_the_clean_up_keeps_the_sandboxs_own_mounts_and_removes_everything_else(
     (top / "checkout" / "nested" / "deeper" / "file").write_text("x")
     (top / "stray").write_text("x")
     (top / "folder").mkdir()
+    os.chmod(top / "checkout", 0)  # in a user namespace the folder is the sandbox uid's to change
     assert runner._empty(str(top), time.monotonic() + 30, mounts=frozenset({str(venv), "/proc"}))
     assert os.listdir(top) == ["checkout"] and os.listdir(top / "checkout") == [".venv"]
+    assert (top / "checkout").stat().st_mode & 0o777 == 0o755, "as bwrap made it"
     assert (venv / "lib" / "site.py").read_text() == "kept"
     assert runner._empty(str(top), time.monotonic() + 30) and os.listdir(top) == [], "no layout: all goes"
 
