@@ -200,6 +200,10 @@ def _roster_data(path: Path) -> dict:
 
 # --- small helpers ---------------------------------------------------------------------------------
 
+def _private_per_server(path: Path) -> str | None:
+    """Which of ``PRIVATE_PER_SERVER`` ``path`` is (or is in), if any."""
+    return next((p for p in PRIVATE_PER_SERVER if path == Path(p) or Path(p) in path.parents), None)
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -684,9 +688,9 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         raise GradingError("the dummy authenticator needs a shared password (--password-file)")
     _check_tls(ip, ssl_cert, ssl_key, insecure_http)
     hub_dir = Path(hub_dir).resolve()
-    private = [p for p in PRIVATE_PER_SERVER if hub_dir == Path(p) or Path(p) in hub_dir.parents]
+    private = _private_per_server(hub_dir)
     if private:
-        raise GradingError(f"--dir {hub_dir}: every user's server has a private {private[0]}, where the hub's "
+        raise GradingError(f"--dir {hub_dir}: every user's server has a private {private}, where the hub's "
                            f"exchange would be out of its reach: use another folder (the default is {DEFAULT_DIR})")
     if not PROXY.exists():
         raise GradingError(f"configurable-http-proxy is missing ({PROXY}): run "
@@ -748,6 +752,7 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         _write(admin_token, secrets.token_hex(32), 0o600)
     bases = user_limits.cgroup_bases(_hub_cgroup_name(hub_dir))
     scheme = "https" if ssl_cert else "http"
+    prefix = Path(sys.prefix).resolve()
     state = {
         "hub_dir": str(hub_dir), "ip": ip, "port": port, "hub_port": _free_port(), "proxy_api_port": _free_port(),
         "url": f"{scheme}://{ip}:{port}", "ssl_cert": str(ssl_cert or ""), "ssl_key": str(ssl_key or ""),
@@ -760,8 +765,7 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         # the course's environment (its packages, and Jupyter's data and config that env/ links to),
         # if it lies where every server has a private folder (a checkout under /tmp): enter.py
         # binds it back in, read-only
-        "keep_in_private": [str(prefix) for prefix in [Path(sys.prefix).resolve()]
-                            if any(Path(top) in prefix.parents for top in PRIVATE_PER_SERVER)],
+        "keep_in_private": [str(prefix)] if _private_per_server(prefix) else [],
     }
     for key in ("created_users", "created_groups"):
         state[key] = _load(state_path).get(key, [])
