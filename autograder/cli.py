@@ -197,12 +197,17 @@ def sandbox_report(course: Course, assignment: str | None, bwrap: str | None) ->
     import nbformat
 
     from . import sandbox
-    from .judge import course_imports
+    from .judge import course_imports, needs_torch
 
     modules: list[str] = []
+    autodiff = True   # without an assignment: what a torch exercise's sandbox offers
     if assignment:
+        autodiff = False
         for notebook in course.require_source(assignment):
             cells = nbformat.read(notebook, as_version=4).cells
+            autodiff = autodiff or needs_torch([c.source for c in cells if c.cell_type == "code"
+                                                and c.metadata.get("nbgrader", {}).get("locked")
+                                                or c.metadata.get("nbgrader", {}).get("solution")])
             modules += course_imports([c.source for c in cells if c.cell_type == "code"
                                        and c.metadata.get("nbgrader", {}).get("locked")
                                        and not c.metadata.get("nbgrader", {}).get("grade")])
@@ -214,14 +219,16 @@ def sandbox_report(course: Course, assignment: str | None, bwrap: str | None) ->
         lease = sandbox.UidLease(1) if os.geteuid() == 0 else None
         try:
             config = sandbox.make_config(found, sandbox.Limits(), Path(folder), 1,
-                                         uids=lease.uids if lease else (), modules=modules)
+                                         uids=lease.uids if lease else (), modules=modules, autodiff=autodiff)
             description = sandbox.preflight(config, [course.root, course.source])
             report = sandbox.probe(config, [])
         finally:
             if lease is not None:
                 lease.release()
     return [description, f"importable course modules ({len(report['modules'])}):",
-            *(f"  {name}" for name in report["modules"])]
+            *(f"  {name}" for name in report["modules"]),
+            *([f"withheld (nothing that differentiates): {', '.join(sorted(map(os.path.basename, config.withheld)))}"]
+              if config.withheld else [])]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -125,11 +125,12 @@ def autograde(course: Course, assignment: str, options: GradeOptions,
                 plans = {plan.name: plan for plan in records.plan_assignment(course, gb, assignment)}
             modules = sorted({module for plan in plans.values() for module in plan.course_modules})
             config = sandbox.make_config(bwrap, options.limits, run_dir, size, uids=lease.uids if lease else (),
-                                         modules=modules)
+                                         modules=modules,
+                                         autodiff=any("torch" in plan.preload for plan in plans.values()))
             # The probe runs while submissions are prepared; no student code runs before it passed.
             prober = ThreadPoolExecutor(1)
             probe = prober.submit(sandbox.preflight, config, [
-                course.root, course.source, REPO_ROOT / "autograder", REPO_ROOT / "tests", run_dir / "io"])
+                course.root, course.source, REPO_ROOT / "autograder", REPO_ROOT / "tests", run_dir])
             prober.shutdown(wait=False)
             (run_dir / "io").mkdir()
             sandbox_data = _data_files(course, assignment, run_dir)

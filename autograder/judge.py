@@ -53,7 +53,7 @@ from pathlib import Path
 
 from . import wire
 from .references import NAME as REFERENCE_NAME, load_reference
-from .sandbox import SandboxConfig, runner_argv
+from .sandbox import SandboxConfig, Staged, runner_argv
 
 MAX_TEST_OUTPUT = 64 * 1024
 INTERRUPT_GRACE = 2.0
@@ -130,12 +130,16 @@ class Zygote:
         started = time.perf_counter()
         self.close()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = runner_argv(self.config, uid=self.uid, work_dir=self.work_dir, data_dir=self.data_dir,
-                           preload=self.preload, control_fd=theirs.fileno())
-        self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                     stdout=self.log or subprocess.DEVNULL, stderr=self.log or subprocess.DEVNULL,
-                                     start_new_session=True)
-        theirs.close()
+        staged = Staged()  # the runner, the library and the data files, copied in by bubblewrap
+        try:
+            argv = runner_argv(self.config, uid=self.uid, work_dir=self.work_dir, data_dir=self.data_dir,
+                               preload=self.preload, control_fd=theirs.fileno(), staged=staged)
+            self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(), *staged.fds), stdin=subprocess.DEVNULL,
+                                         stdout=self.log or subprocess.DEVNULL, stderr=self.log or subprocess.DEVNULL,
+                                         start_new_session=True)
+        finally:
+            staged.close()
+            theirs.close()
         self.control = ours
         message = self._read(timeout)
         if message is None or message.get("op") != "ready":
@@ -646,13 +650,21 @@ class Notebook:
         return namespace
 
     def _run_tests(self, child: Child | None) -> None:
-        """Step 2: read-only and test cells here, with the student's names as proxies."""
+        """Step 2: read-only and test cells here, with the student's names as proxies.
+
+        In two passes, so that nothing a hidden test sends into the student's code can come back in
+        what the student reads: first, in notebook order, the read-only cells and each test cell's
+        visible part (what precedes its first hidden part); a failure there is reported with its own
+        message. Then each test cell's hidden part (and whatever follows it in the cell), in the
+        namespace its visible part left: no visible check runs after any hidden input was sent, and
+        a failure there is reported as a hidden test's (the instructor's reason, never a message)."""
         started = time.perf_counter()
         calls = _Calls(child) if child is not None else None
         namespace = self._namespace()
         previous = os.getcwd()
         if self.data_dir:
             os.chdir(self.data_dir)
+        deferred = []   # (cell, its hidden segments, its namespace, seconds spent, printed text)
         try:
             for cell in self.cells:
                 if cell.kind == "readonly":
@@ -664,17 +676,38 @@ class Notebook:
                     cell_started = time.perf_counter()
                     deadline = min(time.monotonic() + self.cell_timeout, self.deadline)
                     self._bind(namespace, calls)
-                    record, text = self._test(cell, namespace, calls, deadline)
-                    record["seconds"] = round(time.perf_counter() - cell_started, 4)
-                    outputs = [_stream(text)] if text else []
-                    if not record["passed"]:
-                        kind, _, detail = record["message"].partition(": ")
-                        outputs.append(_error_output(kind, detail or record["message"]))
-                    self.outcome.tests[cell.grade_id] = record
-                    self.outcome.outputs[cell.index] = outputs
+                    try:
+                        segments = test_segments(cell)
+                    except (SyntaxError, ValueError) as exc:
+                        message = f"the test cell does not compile: {type(exc).__name__}: {exc}"[:2000]
+                        self._record(cell, {"passed": False, "message": message,
+                                            "feedback": "the test cell could not run"}, "", cell_started)
+                        continue
+                    first_hidden = next((i for i, s in enumerate(segments) if s.hidden), len(segments))
+                    record, text = self._test(cell, segments[:first_hidden], namespace, calls, deadline)
+                    if record["passed"] and first_hidden < len(segments):
+                        deferred.append((cell, segments[first_hidden:], dict(namespace),
+                                         time.perf_counter() - cell_started, text))
+                    else:
+                        self._record(cell, record, text, cell_started)
+            for cell, segments, cell_namespace, spent, before in deferred:
+                cell_started = time.perf_counter() - spent
+                deadline = min(time.monotonic() + max(0.0, self.cell_timeout - spent), self.deadline)
+                self._bind(cell_namespace, calls)
+                record, text = self._test(cell, segments, cell_namespace, calls, deadline)
+                self._record(cell, record, before + text, cell_started)
         finally:
             os.chdir(previous)
         self.outcome.timing["checks"] += time.perf_counter() - started
+
+    def _record(self, cell: Cell, record: dict, text: str, cell_started: float) -> None:
+        record["seconds"] = round(time.perf_counter() - cell_started, 4)
+        outputs = [_stream(text)] if text else []
+        if not record["passed"]:
+            kind, _, detail = record["message"].partition(": ")
+            outputs.append(_error_output(kind, detail or record["message"]))
+        self.outcome.tests[cell.grade_id] = record
+        self.outcome.outputs[cell.index] = outputs
 
     def _bind(self, namespace: dict, calls: _Calls | None) -> None:
         """Before each test cell: each of the student's names as the child has it now."""
@@ -698,18 +731,15 @@ class Notebook:
             elif entry.get("kind") == "value":
                 namespace[name] = entry.get("value")
 
-    def _test(self, cell: Cell, namespace: dict, calls: _Calls | None, deadline: float) -> tuple[dict, str]:
-        """Run a test cell here, part by part; its record (``passed``, ``message``, ``feedback``) and
-        what it printed. A failure in a hidden part gives the student only ``hidden_feedback``."""
+    def _test(self, cell: Cell, segments, namespace: dict, calls: _Calls | None,
+              deadline: float) -> tuple[dict, str]:
+        """Run some of a test cell's parts here, in order; their record (``passed``, ``message``,
+        ``feedback``) and what they printed. A failure in a hidden part, or in any part after one,
+        gives the student only ``hidden_feedback``."""
         if calls is not None:
             calls.deadline = deadline
         where = f"<test cell {cell.grade_id or cell.index}>"
         buffer = io.StringIO()
-        try:
-            segments = test_segments(cell)
-        except (SyntaxError, ValueError) as exc:
-            message = f"the test cell does not compile: {type(exc).__name__}: {exc}"
-            return {"passed": False, "message": message[:2000], "feedback": "the test cell could not run"}, ""
         after_hidden = False   # what runs after a hidden part may use its values: treated as hidden
         for segment in segments:
             after_hidden = after_hidden or segment.hidden
@@ -813,7 +843,7 @@ def course_imports(sources: list[str]) -> list[str]:
 def preload_for(sources: list[str], course_modules: list[str] = ()) -> list[str]:
     """The modules the zygote imports before forking (paid once per worker, not per notebook):
     numpy, IPython, the course modules the sandbox offers, and torch when the notebook uses it."""
-    modules = ["numpy", "IPython", "attention_course", "attention_course.testing.checks", *course_modules]
+    modules = ["numpy", "IPython", "attention_course", *course_modules]
     if needs_torch(sources):
         modules.append("torch")
     return list(dict.fromkeys(modules))

@@ -45,6 +45,14 @@ from .errors import GradingError
 UID_BASE = 61000
 MiB = 1024 * 1024
 
+GRADER_FILES = ("runner.py", "wire.py", "gradients.py")   # what of the autograder the sandbox sees
+INSIDE_GRADER = "/grader"
+INSIDE_DATA = "/grader-data"
+INSIDE_WORK = "/sandbox"                  # the working folder's tmpfs: no path of the course in /proc
+INSIDE_VENV = "/opt/venv"                 # where the sandbox sees the venv (sys.prefix, the runner's path)
+INSIDE_LIBRARY = "/opt/course"            # the sandbox library: /opt/course/attention_course
+STAGED_BUDGET = 64 * MiB                  # what may be copied into a sandbox's root (data files)
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -75,7 +83,31 @@ class SandboxConfig:
     uids: tuple[int, ...] = ()          # root mode: one leased uid per worker (see claim_uids)
     limits: Limits = Limits()
     library: str = ""                   # the sandbox library: a folder holding the offered attention_course
-    overlays: tuple[str, ...] = ()      # where the real package is installed: the library is bound over each
+    overlays: tuple[str, ...] = ()      # where the real package is installed: hidden (an empty folder) in each
+    withheld: tuple[str, ...] = ()      # packages that differentiate, hidden for a NumPy exercise (see WITHHELD)
+
+    @property
+    def relocated(self) -> bool:
+        """Whether the venv is seen inside at ``INSIDE_VENV`` (no path of the machine's on the runner's
+        command line, in ``sys.prefix`` or ``PATH``): a real virtual environment whose interpreter is in
+        it, outside /usr and the Python installation."""
+        venv, home = os.path.realpath(self.venv), os.path.realpath(self.python_home)
+        return (self.sandboxed and os.path.isfile(os.path.join(self.venv, "pyvenv.cfg"))
+                and _inside(os.path.abspath(self.python), os.path.abspath(self.venv))
+                and not _inside(venv, "/usr") and not _inside(venv, home) and not _inside(home, venv))
+
+    def inside(self, path: str) -> str:
+        """Where a path of this machine is seen inside the sandbox (the venv's paths move to
+        ``INSIDE_VENV``; everything else bound keeps its path)."""
+        if self.relocated:
+            for venv in (os.path.abspath(self.venv), os.path.realpath(self.venv)):
+                if _inside(path, venv):
+                    return INSIDE_VENV + path[len(venv):]
+        return path
+
+    @property
+    def inside_python(self) -> str:
+        return self.inside(os.path.abspath(self.python))
 
     @property
     def sandboxed(self) -> bool:
@@ -91,6 +123,7 @@ class SandboxConfig:
         data["package_dirs"] = tuple(data["package_dirs"])
         data["uids"] = tuple(data["uids"])
         data["overlays"] = tuple(data.get("overlays", ()))
+        data["withheld"] = tuple(data.get("withheld", ()))
         return cls(**data)
 
     def uid(self, worker: int) -> int | None:
@@ -236,8 +269,36 @@ OFFERABLE = ("attention_course", "attention_course.functional", "attention_cours
              "attention_course.data.*", "attention_course.testing", "attention_course.testing.checks",
              "attention_course.testing.gradcheck", "attention_course.core", "attention_course.core.shapes",
              "attention_course.viz.heatmap")
-# Always offered: the package's top level, and the checks (the runner's ``vjp`` uses them).
-ALWAYS_OFFERED = ("attention_course", "attention_course.testing.checks")
+# Always offered: the package's top level. (The checks only where a read-only cell imports them: they
+# hold numerical gradients; the runner's ``vjp`` is its own, gradients.py.)
+ALWAYS_OFFERED = ("attention_course",)
+
+# What differentiates, never in a NumPy exercise's sandbox (whose backward pass is written by hand):
+# autograd (torch, JAX, autograd, TensorFlow), symbolic (SymPy) and numerical differentiation
+# (mpmath, SciPy, numdifftools, findiff). Where one is installed, an empty read-only folder hides it,
+# and its ``import`` raises an ImportError that says why.
+WITHHELD = ("torch", "functorch", "torchgen", "jax", "jaxlib", "autograd", "tensorflow", "sympy", "mpmath",
+            "scipy", "numdifftools", "findiff")
+WITHHELD_MESSAGE = ("{name} is not available when this exercise is graded: its backward pass is to be written "
+                    "by hand (what you may use: NumPy and what the setup cell imports)")
+
+
+def withheld_locations(names=WITHHELD) -> tuple[str, ...]:
+    """Where each of ``names`` that this interpreter could import is installed (a package's folders,
+    a module's file), found without importing it."""
+    found: list[str] = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            found += [os.path.realpath(path) for path in spec.submodule_search_locations]
+        elif spec.origin and os.path.isfile(spec.origin):
+            found.append(os.path.realpath(spec.origin))
+    return tuple(dict.fromkeys(found))
 
 
 def _offerable(name: str) -> bool:
@@ -343,11 +404,13 @@ def package_locations() -> tuple[str, ...]:
 
 
 def make_config(bwrap: str | None, limits: Limits, run_dir: Path, workers: int,
-                uids: list[int] | tuple[int, ...] = (), modules=()) -> SandboxConfig:
+                uids: list[int] | tuple[int, ...] = (), modules=(), autodiff: bool = False) -> SandboxConfig:
     """The sandbox of one run; as root, ``uids`` (one per worker, from ``UidLease``) run the sandboxes.
 
     ``modules``: the ``attention_course`` modules the notebooks' read-only cells import; the sandbox
     library (in ``run_dir/lib``) holds those and what they need, and nothing else of the package.
+    ``autodiff``: the notebooks use torch (a torch exercise); otherwise every package of ``WITHHELD``
+    is hidden, torch included.
     """
     etc = run_dir / "etc"
     etc.mkdir(parents=True, exist_ok=True)
@@ -362,14 +425,11 @@ def make_config(bwrap: str | None, limits: Limits, run_dir: Path, workers: int,
     (etc / "passwd").write_text("\n".join(users) + "\n")
     (etc / "group").write_text("\n".join(groups) + "\n")
     (etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
-    for name in ("passwd", "group", "hosts"):
-        os.chmod(etc / name, 0o644)
-    os.chmod(etc, 0o755)
     library = build_library(run_dir / "lib", modules)
-    os.chmod(run_dir, os.stat(run_dir).st_mode | 0o055)  # the sandbox's uid must reach etc/ and lib/
     return SandboxConfig(bwrap=bwrap, package_dirs=package_dirs(), etc_dir=str(etc),
                          setpriv=shutil.which("setpriv"), prlimit=shutil.which("prlimit"),
-                         uids=tuple(uids), limits=limits, library=str(library), overlays=package_locations())
+                         uids=tuple(uids), limits=limits, library=str(library), overlays=package_locations(),
+                         withheld=() if autodiff else withheld_locations())
 
 
 def sandbox_env(config: SandboxConfig) -> dict[str, str]:
@@ -380,7 +440,8 @@ def sandbox_env(config: SandboxConfig) -> dict[str, str]:
         any(name.startswith("libpython") for name in (os.listdir(library) if os.path.isdir(library) else [])) else {}
     return {
         **shared,
-        "PATH": f"{config.venv}/bin:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{config.inside(os.path.abspath(config.venv))}/bin:/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": INSIDE_LIBRARY,     # the sandbox library, first on the path
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
@@ -410,14 +471,65 @@ def _limits_argv(config: SandboxConfig) -> list[str]:
             f"--nofile={limits.open_files}", "--msgqueue=0", "--core=0", "--"]
 
 
-def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, uid: int | None,
-               command: list[str], files: tuple[str, ...] | list[str] = (),
-               read_only: tuple[tuple[str, str], ...] = ()) -> list[str]:
+class Staged:
+    """Files copied into the sandbox's own root (bubblewrap's ``--file``) rather than bound: no path of
+    this machine's (the run folder, the checkout's autograder/) is a bind source that the sandbox's
+    ``/proc/self/mountinfo`` would show. Holds the descriptors bubblewrap reads them from: pass
+    ``fds`` to the process that starts it, then ``close()``."""
+
+    def __init__(self, budget: int = STAGED_BUDGET) -> None:
+        self.argv: list[str] = []
+        self.fds: list[int] = []
+        self.left = budget
+
+    def file(self, source: str, inside: str, mode: str = "0644") -> None:
+        fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        self.fds.append(fd)
+        self.left -= os.fstat(fd).st_size
+        if self.left < 0:
+            self.close()
+            raise GradingError(f"sandbox: the files copied into the sandbox (the assignment's data files) are over "
+                               f"{STAGED_BUDGET // MiB} MiB")
+        self.argv += ["--perms", mode, "--file", str(fd), inside]
+
+    def memory(self, content: str) -> int:
+        """A descriptor bubblewrap reads ``content`` from."""
+        fd = os.memfd_create("staged", os.MFD_CLOEXEC)
+        os.write(fd, content.encode())
+        os.lseek(fd, 0, os.SEEK_SET)
+        self.fds.append(fd)
+        return fd
+
+    def text(self, content: str, inside: str) -> None:
+        self.argv += ["--perms", "0644", "--file", str(self.memory(content)), inside]
+
+    def tree(self, source: str, inside: str) -> None:
+        """A folder, its subfolders and files (no links followed)."""
+        self.argv += ["--perms", "0755", "--dir", inside]
+        for entry in sorted(os.scandir(source), key=lambda e: e.name):
+            target = f"{inside}/{entry.name}"
+            if entry.is_dir(follow_symlinks=False):
+                self.tree(entry.path, target)
+            elif entry.is_file(follow_symlinks=False):
+                self.file(entry.path, target)
+
+    def close(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+
+
+def bwrap_argv(config: SandboxConfig, *, workdir: str, uid: int | None, command: list[str],
+               staged: Staged, data_dir: str | None = None) -> list[str]:
     """The full bubblewrap command line around ``command`` (run inside, as the sandbox uid).
 
-    ``workdir`` is a fresh size-limited tmpfs inside the sandbox (its working folder), holding
-    read-only binds of ``files`` (the assignment's data files); ``runtime_dir``, if given, is the
-    one folder bound read-write from outside; ``read_only`` binds more (outside path, inside path).
+    ``workdir`` is a fresh size-limited tmpfs inside the sandbox (its working folder). The runner,
+    the sandbox library, ``/etc``'s synthetic files and ``data_dir`` (the assignment's data files, at
+    ``INSIDE_DATA``) are copied in (``staged``), not bound. What is bound, read-only: /usr, the
+    Python installation, the venv (at ``INSIDE_VENV``), site folders a ``.pth`` adds.
     """
     assert config.bwrap is not None
     argv = [config.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
@@ -435,51 +547,71 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, 
              "--perms", "1777", "--size", str(config.limits.tmp_mb * MiB), "--tmpfs", "/tmp",
              "--perms", "0755", "--dir", "/etc"]
     for name in ("passwd", "group", "hosts"):
-        argv += ["--ro-bind", os.path.join(config.etc_dir, name), f"/etc/{name}"]
+        staged.file(os.path.join(config.etc_dir, name), f"/etc/{name}")
+    argv += staged.argv
+    staged.argv = []
     argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
              "--ro-bind-try", "/etc/fonts", "/etc/fonts",
              "--ro-bind-try", "/etc/localtime", "/etc/localtime"]
 
-    installed: list[str] = []
+    binds: list[tuple[str, str]] = []   # (outside, inside)
+    if config.relocated:
+        binds.append((os.path.realpath(config.venv), INSIDE_VENV))
     for path in (config.python_home, config.venv, *config.package_dirs):
         path = os.path.realpath(path)
-        if not any(_inside(path, p) for p in ["/usr", *installed]):
-            installed.append(path)
+        if not any(_inside(path, p) for p in ["/usr", *(outside for outside, _ in binds)]):
+            binds.append((path, path))
+    # The course package: the real one is hidden wherever it is installed in a bound folder (an empty
+    # read-only folder), and the sandbox library is copied to INSIDE_LIBRARY, first on PYTHONPATH.
+    # Every package that differentiates is hidden the same way in a NumPy exercise (config.withheld).
+    hidden = [(path, None) for path in config.overlays] + \
+        [(path, os.path.basename(path).partition(".")[0]) for path in config.withheld]
+    hidden = [(path, name) for path, name in hidden if any(_inside(path, outside) for outside, _ in binds)]
     workdir = os.path.realpath(workdir)
-    writable = [os.path.realpath(runtime_dir)] if runtime_dir else []
-    extra = [(os.path.realpath(outside), inside) for outside, inside in read_only]
-    # The course package: the sandbox library over every place it is installed, never the real one.
-    if not config.library:
-        raise GradingError("sandbox: no sandbox library (make the config with make_config)")
-    library = os.path.join(os.path.realpath(config.library), PACKAGE)
-    extra += [(library, os.path.realpath(path)) for path in config.overlays]
     # bwrap creates missing parents with mode 0700, which the unprivileged uid could not
     # traverse: create every parent first, world-readable.
     made = {"/", "/usr", "/tmp", "/etc", "/dev", "/proc"}
-    for path in installed + writable + [workdir] + [inside for _, inside in extra]:
+    for path in [inside for _, inside in binds] + [workdir]:
         parents = []
         parent = os.path.dirname(path)
-        while parent not in made and parent != "/" and not any(_inside(parent, p) for p in installed):
+        while parent not in made and parent != "/" and not any(_inside(parent, i) for _, i in binds):
             parents.append(parent)
             parent = os.path.dirname(parent)
         for parent in reversed(parents):
             argv += ["--perms", "0755", "--dir", parent]
             made.add(parent)
         made.add(path)
-    for path in installed:
-        argv += ["--ro-bind", path, path]
-    for path in writable:
-        argv += ["--bind", path, path]
-    for outside, inside in extra:
+    for outside, inside in binds:
         argv += ["--ro-bind", outside, inside]
+    remount = []
+    for path, name in hidden:
+        inside = config.inside(path)
+        blocker = f"raise ImportError({WITHHELD_MESSAGE.format(name=name)!r})\n" if name else None
+        if os.path.isdir(path):
+            argv += ["--perms", "0755", "--tmpfs", inside]
+            if blocker:
+                staged.text(blocker, f"{inside}/__init__.py")
+                argv += staged.argv
+                staged.argv = []
+            remount.append(inside)
+        else:  # a module that is one file
+            argv += ["--ro-bind-data", str(staged.memory(blocker or "")), inside]
+    if not config.library:
+        raise GradingError("sandbox: no sandbox library (make the config with make_config)")
+    staged.argv += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", INSIDE_LIBRARY]
+    staged.tree(os.path.join(config.library, PACKAGE), f"{INSIDE_LIBRARY}/{PACKAGE}")
+    if data_dir:
+        staged.tree(data_dir, INSIDE_DATA)
+    argv += staged.argv
+    staged.argv = []
     argv += ["--perms", "1777", "--size", str(config.limits.work_mb * MiB), "--tmpfs", workdir]
-    for file in files:
-        argv += ["--ro-bind", os.path.realpath(file), os.path.join(workdir, os.path.basename(file))]
-    # The root (bwrap's own tmpfs, with the folders made above) and /dev read-only, after the last
-    # mount: in a user namespace they are the sandbox uid's, and what a submission wrote there would
-    # be there for the next. Only /tmp and the working folder stay writable (and the device nodes,
-    # which are mounts of their own).
-    argv += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", workdir]
+    # The root (bwrap's own tmpfs, with the folders and files made above), /dev and the hiding
+    # folders read-only, after the last mount: in a user namespace they are the sandbox uid's, and
+    # what a submission wrote there would be there for the next. Only /tmp and the working folder
+    # stay writable (and the device nodes, which are mounts of their own).
+    for path in ["/", "/dev", *remount]:
+        argv += ["--remount-ro", path]
+    argv += ["--chdir", workdir]
     for key, value in sandbox_env(config).items():
         argv += ["--setenv", key, value]
     argv.append("--")
@@ -491,31 +623,28 @@ def bwrap_argv(config: SandboxConfig, *, workdir: str, runtime_dir: str | None, 
     return argv + _limits_argv(config) + command
 
 
-GRADER_FILES = ("runner.py", "wire.py")   # what of the autograder the sandbox sees: the runner, nothing else
-INSIDE_GRADER = "/grader"
-INSIDE_DATA = "/grader-data"
-INSIDE_WORK = "/sandbox"                  # the working folder's tmpfs: no path of the course in /proc
-
-
 def runner_argv(config: SandboxConfig, *, uid: int | None, work_dir: str, data_dir: str | None,
-                preload: list[str], control_fd: int) -> list[str]:
+                preload: list[str], control_fd: int, staged: Staged | None = None) -> list[str]:
     """The command that starts the zygote (``runner.py``) in its sandbox, its control socket on ``control_fd``.
 
-    Inside: the runner and the wire format, read-only in ``/grader``; the assignment's data files,
-    read-only in ``/grader-data`` (linked into each submission's working folder); ``/sandbox``, a
-    size-limited tmpfs where each submission gets a fresh folder. Unsandboxed, the same command
-    runs on the real paths (``work_dir`` is the working folder), with the resource limits only.
+    Inside: the runner, the wire format and the gradients, copied into ``/grader``; the assignment's
+    data files, copied into ``/grader-data`` (linked into each submission's working folder);
+    ``/sandbox``, a size-limited tmpfs where each submission gets a fresh folder. Unsandboxed, the
+    same command runs on the real paths (``work_dir`` is the working folder), with the resource
+    limits only. Sandboxed, ``staged`` collects the descriptors the command needs (pass them on).
     """
     here = Path(__file__).resolve().parent
     if config.sandboxed:
-        binds = tuple((str(here / name), f"{INSIDE_GRADER}/{name}") for name in GRADER_FILES)
-        if data_dir:
-            binds += ((data_dir, INSIDE_DATA),)
-        command = [config.python, f"{INSIDE_GRADER}/runner.py", "--work", INSIDE_WORK,
+        if staged is None:
+            raise GradingError("sandbox: runner_argv needs a Staged to copy the runner into the sandbox")
+        staged.argv += ["--perms", "0755", "--dir", INSIDE_GRADER]
+        for name in GRADER_FILES:
+            staged.file(str(here / name), f"{INSIDE_GRADER}/{name}")
+        command = [config.inside_python, f"{INSIDE_GRADER}/runner.py", "--work", INSIDE_WORK,
                    "--preload", ",".join(preload), "--control-fd", str(control_fd), "--sandboxed"]
         if data_dir:
             command += ["--data", INSIDE_DATA]
-        return bwrap_argv(config, workdir=INSIDE_WORK, runtime_dir=None, uid=uid, command=command, read_only=binds)
+        return bwrap_argv(config, workdir=INSIDE_WORK, uid=uid, command=command, staged=staged, data_dir=data_dir)
     command = [config.python, str(here / "runner.py"), "--work", work_dir, "--preload", ",".join(preload),
                "--control-fd", str(control_fd)] + (["--data", data_dir] if data_dir else [])
     prefix = [config.setpriv, "--pdeathsig=KILL", "--"] if config.setpriv else []
@@ -535,10 +664,17 @@ def prepare_dirs(config: SandboxConfig, uid: int | None, *paths: Path) -> None:
 
 
 _PROBE = """
-import importlib.util, json, os, pkgutil, sys
+import importlib, importlib.util, json, os, pkgutil, sys
 import IPython, numpy, attention_course
-hidden = [p for p in json.loads(sys.argv[1]) if os.path.exists(p)]
-forbidden = [m for m in json.loads(sys.argv[2]) if importlib.util.find_spec(m) is not None]
+secrets, never, withheld = json.loads(sys.stdin.read())  # (not on the command line, which it checks)
+hidden = [p for p in secrets if os.path.exists(p)]
+forbidden = [m for m in never if importlib.util.find_spec(m) is not None]
+def imports(name):
+    try:
+        importlib.import_module(name)
+        return True
+    except ImportError:
+        return False
 modules = sorted(["attention_course"] + [m.name for m in pkgutil.walk_packages(attention_course.__path__, "attention_course.")])
 open("probe", "w").write("ok")
 def writable(folder):
@@ -547,7 +683,18 @@ def writable(folder):
         return True
     except OSError:
         return False
+def read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+shown = {"/proc/1/cmdline": read("/proc/1/cmdline"), "/proc/self/mountinfo": read("/proc/self/mountinfo"),
+         "the environment": json.dumps(dict(os.environ)), "sys.path": json.dumps(sys.path + [sys.prefix, sys.executable])}
 print(json.dumps({"uid": os.getuid(), "visible": hidden, "importable": forbidden, "modules": modules,
+                  "differentiates": [m for m in withheld if imports(m)],
+                  "mentions": sorted({f"{where} names {p}" for p in secrets for where, text in shown.items() if p in text}),
+                  "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
                   "cwd": os.getcwd(), "pid": os.getpid(), "writable": [p for p in ("/", "/etc", "/dev", "/dev/shm") if writable(p)]}))
 """
 
@@ -560,18 +707,25 @@ NEVER_OFFERED = ("attention_course.numpy_track", "attention_course.torch_track",
 
 def probe(config: SandboxConfig, must_not_see: list[Path]) -> dict:
     """Run one tiny sandbox as grading runs it; its report: uid, pid, which of ``must_not_see`` it
-    sees, which of ``NEVER_OFFERED`` it can import, and every ``attention_course`` module it can.
+    sees (``visible``) or names in its pid 1's command line, its mounts, its environment or its
+    import path (``mentions``), which of ``NEVER_OFFERED`` it can import, which of ``WITHHELD`` it can
+    import where they are withheld (``differentiates``), every ``attention_course`` module it can
+    import, and its open descriptors.
 
     Raises GradingError when the sandbox does not start or does not work.
     """
     uid = config.uid(0)
-    argv = bwrap_argv(config, workdir=INSIDE_WORK, runtime_dir=None, uid=uid,
-                      command=[config.python, "-c", _PROBE, json.dumps([str(p) for p in must_not_see]),
-                               json.dumps(NEVER_OFFERED)])
+    staged = Staged()
+    withheld = [name for name in WITHHELD if config.withheld and importlib.util.find_spec(name) is not None]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        argv = bwrap_argv(config, workdir=INSIDE_WORK, uid=uid, staged=staged,
+                          command=[config.inside_python, "-c", _PROBE])
+        question = json.dumps([[str(p) for p in must_not_see], NEVER_OFFERED, withheld])
+        done = subprocess.run(argv, input=question, capture_output=True, text=True, timeout=120, pass_fds=staged.fds)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GradingError(f"sandbox does not start ({config.bwrap}): {exc}") from None
+    finally:
+        staged.close()
     try:
         report = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
     except (ValueError, IndexError):
@@ -584,7 +738,8 @@ def probe(config: SandboxConfig, must_not_see: list[Path]) -> dict:
 
 def preflight(config: SandboxConfig, must_not_see: list[Path]) -> str:
     """Run one tiny sandbox before grading: it must start, import what the runner needs, see none of
-    ``must_not_see`` and import none of ``NEVER_OFFERED``.
+    ``must_not_see`` nor name it (pid 1's command line, mounts, environment, import path), import none
+    of ``NEVER_OFFERED``, and, for a NumPy exercise, none of ``WITHHELD``.
 
     Returns a one-line description of the sandbox; raises GradingError when it does not work.
     """
@@ -595,6 +750,11 @@ def preflight(config: SandboxConfig, must_not_see: list[Path]) -> str:
         raise GradingError(f"sandbox offers {report['importable'][0]} (a reference implementation); refusing to grade")
     if report["visible"]:
         raise GradingError(f"sandbox exposes {report['visible'][0]}; refusing to grade")
+    if report["mentions"]:
+        raise GradingError(f"sandbox shows a path it must not: {report['mentions'][0]}; refusing to grade")
+    if report["differentiates"]:
+        raise GradingError(f"sandbox offers {report['differentiates'][0]} to a NumPy exercise, whose backward pass "
+                           "is to be written by hand; refusing to grade")
     if report["writable"]:
         raise GradingError(f"sandbox lets a submission write to {report['writable'][0]}, where it would outlive "
                            "the submission; refusing to grade")
@@ -602,6 +762,7 @@ def preflight(config: SandboxConfig, must_not_see: list[Path]) -> str:
     limits = config.limits
     tree = (f"{tree_memory_limit(limits) // MiB} MiB per worker (cgroup)" if memory_cgroup() is not None
             else "no cgroup memory cap (rlimits only)")
-    return (f"bubblewrap sandbox, {who}; limits: {limits.memory_mb} MiB address space per process, {tree}, "
+    offers = "; torch offered" if not config.withheld else "; nothing that differentiates (a NumPy exercise)"
+    return (f"bubblewrap sandbox, {who}{offers}; limits: {limits.memory_mb} MiB address space per process, {tree}, "
             f"{limits.cpu_seconds} s CPU, {limits.processes} processes, /tmp and working folder "
             f"{limits.tmp_mb}+{limits.work_mb} MiB")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 
 import nbformat
@@ -28,7 +29,7 @@ import pytest
 
 from autograder import judge, similarity
 
-from grader_helpers import FixtureCourse, needs_bwrap
+from grader_helpers import REPO, FixtureCourse, needs_bwrap
 
 pytestmark = needs_bwrap
 
@@ -124,6 +125,9 @@ def _traces():
 print("TRACES", json.dumps(_traces()))
 print("PROC", json.dumps({pid: open(f"/proc/{pid}/cmdline", "rb").read().decode("utf-8", "replace")
                           for pid in os.listdir("/proc") if pid.isdigit()}))
+import sys
+print("SHOWN", json.dumps({"mountinfo": open("/proc/self/mountinfo").read(), "environ": dict(os.environ),
+                           "path": sys.path, "prefix": sys.prefix, "executable": sys.executable}))
 '''
 
 HALF_FRAME = r'''
@@ -246,5 +250,17 @@ def test_proc_shows_the_sandbox_alone_and_no_path_of_the_course(graded):
     assert "1" in processes and len(processes) == 2, processes  # the runner (pid 1) and the reader itself
     runner = processes["1"]
     assert "/grader/runner.py" in runner and "bwrap" not in runner, runner
-    for path in (str(graded["root"]), "/tmp/ag-", "solutions", "grading", "release"):
+    for path in (str(graded["root"]), "/tmp/ag-", "solutions", "grading", "release", str(REPO), sys.prefix):
         assert path not in runner, (path, runner)
+    # Nothing of the run folder, the course or the checkout's code is bound in (mountinfo names a bind
+    # mount's source), and the interpreter, its path and environment name none of them either.
+    line = next(line for line in _text(_graded_nb(graded, "b_reader"), "softmax").splitlines()
+                if line.startswith("SHOWN "))
+    shown = json.loads(line[len("SHOWN "):])
+    seen = json.dumps({key: shown[key] for key in ("environ", "path", "prefix", "executable")})
+    for path in (str(graded["root"]), "/tmp/ag-", str(REPO / "autograder"), str(REPO / "attention_course"),
+                 str(REPO / "solutions"), sys.prefix):
+        assert path not in seen, (path, seen)
+    for path in (str(graded["root"]), "/tmp/ag-", str(REPO / "autograder"), str(REPO / "attention_course"),
+                 str(REPO / "solutions")):
+        assert path not in shown["mountinfo"], (path, shown["mountinfo"])

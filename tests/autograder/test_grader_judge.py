@@ -47,8 +47,7 @@ def zygote(tmp_path_factory):
                                  uids=lease.uids if lease else ())
     work = run_dir / "work"
     work.mkdir()
-    process = Zygote(config, config.uid(0), ["numpy", "IPython", "attention_course.testing.checks"], None,
-                     str(work))
+    process = Zygote(config, config.uid(0), ["numpy", "IPython"], None, str(work))
     process.start()
     yield process
     process.close()
@@ -375,9 +374,10 @@ def test_the_clean_up_keeps_the_sandboxs_own_mounts_and_removes_everything_else(
 
 @needs_bwrap
 def test_a_sandbox_with_its_layout_under_tmp_cleans_up_around_it(tmp_path_factory):
-    """A checkout under /tmp (a `mktemp -d` clone) is bound into the sandbox's own /tmp. The clean-up
-    after each submission keeps those bound folders and removes all else: the zygote stays (it was
-    replaced after every submission, each clean-up spending its 20 s on folders it may not change)."""
+    """A folder of this machine's under /tmp (a site folder a ``.pth`` adds, in a `mktemp -d` clone)
+    is bound into the sandbox's own /tmp. The clean-up after each submission keeps those bound
+    folders and removes all else: the zygote stays (it was replaced after every submission, each
+    clean-up spending its 20 s on folders it may not change)."""
     import dataclasses
 
     run_dir = tmp_path_factory.mktemp("judge-layout")
@@ -387,8 +387,11 @@ def test_a_sandbox_with_its_layout_under_tmp_cleans_up_around_it(tmp_path_factor
     lease = sandbox.UidLease(1) if os.geteuid() == 0 else None
     config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), run_dir, 1,
                                  uids=lease.uids if lease else ())
-    checkout = run_dir / "checkout" / "attention_course"  # where the library is bound over
-    config = dataclasses.replace(config, overlays=config.overlays + (str(checkout),))
+    checkout = run_dir / "checkout" / "site-packages"  # a site folder a .pth adds: bound in at its own path
+    checkout.mkdir(parents=True)
+    (checkout / "kept.py").write_text("")
+    os.chmod(run_dir / "checkout", 0o755)
+    config = dataclasses.replace(config, package_dirs=config.package_dirs + (str(checkout),))
     (run_dir / "work").mkdir()
     process = Zygote(config, config.uid(0), ["numpy", "IPython"], None, str(run_dir / "work"))
     top = Path(checkout).relative_to("/tmp").parts[0]
@@ -423,3 +426,169 @@ def test_hidden_parts_of_a_test_cell_and_the_instructors_reasons():
     block = Cell(0, "test", "for i in range(2):\n    ### BEGIN HIDDEN TESTS\n    assert i < 5\n    ### END HIDDEN TESTS\n",
                  "t")
     assert [s.hidden for s in test_segments(block)] == [True]
+
+
+# --- nothing a hidden test sent in comes back; a NumPy exercise has nothing that differentiates ------
+
+PLANTED = 271828.18284
+
+
+LEAKER = """
+import numpy as np
+SEEN = []
+
+def leak(x):
+    \"\"\"Keeps every input; once it has seen more than one, says what it saw, every way it can.\"\"\"
+    SEEN.append(np.asarray(x).ravel().tolist())
+    print("seen so far:", SEEN)
+    if len(SEEN) > 1:
+        raise ValueError(f"the inputs so far: {SEEN}")
+    return np.zeros((len(SEEN), 7))
+"""
+
+
+def test_no_feedback_shows_what_a_hidden_test_passed_in(zygote):
+    """A function that saw a hidden test's inputs puts them in the next visible check's failure (an
+    exception's text, a printed line, a "got" shape): every visible part runs before any hidden part."""
+    hidden_first = (f"### BEGIN HIDDEN TESTS\n# reason: the values must agree\nleak(np.full(3, {PLANTED}))\n"
+                    "### END HIDDEN TESTS\n")
+    visible_later = ("out = leak(np.ones(2))\nprint('the test saw', out.shape)\n"
+                     "assert out.shape == (5, 7), f'expected (5, 7), got {out.shape}'\n")
+    outcome = grade(zygote, LEAKER, [hidden_first, visible_later, visible_later], ["leak"])
+    records = outcome.tests
+    assert records["test_1"]["passed"] is False and "got (1, 7)" in records["test_1"]["feedback"], records
+    for grade_id in ("test_0", "test_1", "test_2"):
+        assert "271828" not in records[grade_id].get("feedback", ""), (grade_id, records[grade_id])
+    for index in (3, 4):  # the outputs a feedback page keeps: those of cells without hidden tests
+        assert "271828" not in str(outcome.outputs[index]), outcome.outputs[index]
+    # ... and the hidden part did run, after them (its failure is reported with the instructor's reason)
+    assert records["test_0"]["feedback"] == "a hidden test of this cell failed: the values must agree"
+
+
+def test_a_hidden_part_still_sees_its_own_cells_visible_part(zygote):
+    """The hidden part runs later, in the namespace its own visible part left (a later cell's names
+    do not leak into it), and within what is left of its cell's time limit."""
+    first = "N = 3\n### BEGIN HIDDEN TESTS\nassert N == 3, N\nassert double(N) == 6\n### END HIDDEN TESTS\n"
+    second = "N = 5\nassert double(N) == 10\n### BEGIN HIDDEN TESTS\nassert N == 5, N\n### END HIDDEN TESTS\n"
+    outcome = grade(zygote, "def double(x):\n    return 2 * x\n", [first, second], ["double"])
+    assert all(record["passed"] for record in outcome.tests.values()), outcome.tests
+
+
+WITHOUT_AUTOGRAD = """
+def tried():
+    found = {}
+    for name in ("torch", "sympy", "attention_course.testing", "attention_course.testing.checks"):
+        try:
+            __import__(name)
+            found[name] = "imported"
+        except ImportError as exc:
+            found[name] = str(exc)
+    return found
+"""
+
+
+@pytest.fixture(scope="module")
+def numpy_zygote(tmp_path_factory):
+    """The sandbox of a NumPy exercise (autodiff=False), as grading makes it."""
+    if sandbox.find_bwrap() is None:
+        pytest.skip("bubblewrap is not installed")
+    run_dir = tmp_path_factory.mktemp("judge-numpy")
+    os.chmod(run_dir, 0o755)
+    lease = sandbox.UidLease(1) if os.geteuid() == 0 else None
+    config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), run_dir, 1, uids=lease.uids if lease else (),
+                                 modules=["attention_course.functional"], autodiff=False)
+    (run_dir / "work").mkdir()
+    process = Zygote(config, config.uid(0), ["numpy", "IPython", "attention_course.functional"], None,
+                     str(run_dir / "work"))
+    process.start()
+    yield process
+    process.close()
+    if lease is not None:
+        lease.release()
+
+
+def test_a_numpy_exercise_can_import_nothing_that_differentiates(numpy_zygote):
+    outcome = grade(numpy_zygote, WITHOUT_AUTOGRAD, ["found = tried()\nprint(found)\n"
+                                                     "assert not [k for k, v in found.items() if v == 'imported'], found\n"
+                                                     "assert 'its backward pass is to be written by hand' in found['torch'], found\n"
+                                                     "assert 'written by hand' in found['sympy'], found\n"],
+                    ["tried"])
+    assert outcome.tests["test_0"]["passed"], outcome.tests
+
+
+# --- gradients are taken with what the runner held, from torch's own operations ------------------
+
+FORGERS = {
+    "honest": "def square(x):\n    return x * x\n",
+    # a forward pass in NumPy, and the course's vjp replaced by one that forges the right gradient
+    "replaced checks.vjp": (
+        "import numpy as np, torch\nfrom attention_course.testing import checks\n"
+        "def square(x):\n    return torch.from_numpy(x.detach().numpy() ** 2)\n"
+        "def forged(fn, dout, *args, **kwargs):\n"
+        "    x = args[0].detach().numpy()\n"
+        "    return fn(*args), {'0': 2 * x * np.asarray(dout)}\n"
+        "checks.vjp = forged\n"),
+    # a custom autograd.Function whose backward pass is the notebook's word
+    "custom Function": (
+        "import numpy as np, torch\n"
+        "class Square(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        ctx.save_for_backward(x)\n"
+        "        return torch.from_numpy(x.detach().numpy() ** 2)\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n        return 2 * x * g\n"
+        "def square(x):\n    return Square.apply(x)\n"),
+    # a graph of torch operations that computes nothing, and hooks that put in the forged gradient
+    "hooks": (
+        "import torch\n"
+        "def square(x):\n"
+        "    x.register_hook(lambda g: 2 * x.detach() * g)\n"
+        "    zero = 0 * x\n    zero.register_hook(lambda g: 2 * x.detach() * g)\n"
+        "    return torch.from_numpy(x.detach().numpy() ** 2) + zero\n"),
+    # torch's engine itself replaced
+    "patched engine": (
+        "import torch, torch.autograd.variable as variable\n"
+        "class Engine:\n    def run_backward(self, outputs, grads, *rest, **kw):\n"
+        "        return tuple(2 * o.detach() * g for o, g in zip(outputs, grads))\n"
+        "variable.Variable._execution_engine = Engine()\n"
+        "def square(x):\n    return torch.from_numpy(x.detach().numpy() ** 2).requires_grad_()\n"),
+}
+GRADIENT_TEST = ("import numpy as np\nfrom attention_course.testing import checks\n"
+                 "x, dout = checks.random((3, 4), seed=0), checks.random((3, 4), seed=1)\n"
+                 "out, grads = checks.vjp(square, dout, checks.tensor(x, requires_grad=True))\n"
+                 "checks.assert_close('the output', out, x * x)\n"
+                 "checks.assert_close('the gradient', grads['0'], 2 * x * dout)\n")
+
+
+@pytest.fixture(scope="module")
+def torch_zygote(tmp_path_factory):
+    """The sandbox of a torch exercise whose read-only cells import the checks (so a notebook can
+    reach ``checks.vjp``)."""
+    if sandbox.find_bwrap() is None:
+        pytest.skip("bubblewrap is not installed")
+    run_dir = tmp_path_factory.mktemp("judge-torch")
+    os.chmod(run_dir, 0o755)
+    lease = sandbox.UidLease(1) if os.geteuid() == 0 else None
+    config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), run_dir, 1, uids=lease.uids if lease else (),
+                                 modules=["attention_course.testing.checks"], autodiff=True)
+    (run_dir / "work").mkdir()
+    process = Zygote(config, config.uid(0), ["numpy", "IPython", "torch", "attention_course.testing.checks"], None,
+                     str(run_dir / "work"))
+    process.start()
+    yield process
+    process.close()
+    if lease is not None:
+        lease.release()
+
+
+@pytest.mark.parametrize("how", list(FORGERS))
+def test_gradients_come_from_torch_not_from_the_notebook(torch_zygote, how):
+    outcome = grade(torch_zygote, FORGERS[how], [GRADIENT_TEST], ["square", "forged", "Square", "Engine"])
+    record = outcome.tests["test_0"]
+    if how == "honest":
+        assert record["passed"], record
+        return
+    assert not record["passed"], (how, record)
+    expected = {"replaced checks.vjp": "none of your function's outputs is computed from its inputs",
+                "custom Function": "a node written in Python (SquareBackward",
+                "hooks": "the gradient",
+                "patched engine": "your notebook changed torch's autograd (torch.autograd.variable.Variable"}[how]
+    assert expected in record["feedback"], record["feedback"]

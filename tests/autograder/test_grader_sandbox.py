@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -22,10 +23,14 @@ ASSIGNMENT = "fx_softmax"
 UIDS = (61990, 61991)   # written into the command line only; nothing runs as them here
 
 
-def _argv(tmp_path: Path, bwrap: str = "/usr/bin/bwrap") -> list[str]:
-    config = sandbox.make_config(bwrap, sandbox.Limits(), tmp_path, workers=2, uids=UIDS)
-    return sandbox.runner_argv(config, uid=config.uid(1), work_dir=str(tmp_path / "w"), data_dir=str(tmp_path / "d"),
-                               preload=["numpy"], control_fd=7)
+def _argv(tmp_path: Path, bwrap: str = "/usr/bin/bwrap", autodiff: bool = False) -> list[str]:
+    config = sandbox.make_config(bwrap, sandbox.Limits(), tmp_path, workers=2, uids=UIDS, autodiff=autodiff)
+    staged = sandbox.Staged()
+    try:
+        return sandbox.runner_argv(config, uid=config.uid(1), work_dir=str(tmp_path / "w"), data_dir=None,
+                                   preload=["numpy"], control_fd=7, staged=staged)
+    finally:
+        staged.close()
 
 
 @pytest.fixture
@@ -50,42 +55,59 @@ def test_the_sandbox_sees_only_what_it_needs(tmp_path):
     for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--clearenv", "--die-with-parent", "--new-session",
                  "--as-pid-1"):
         assert flag in bwrap
-    read_only = _pairs(bwrap, "--ro-bind")
     assert _pairs(bwrap, "--bind") == [], "nothing from outside is writable"
     # The working folder is a size-limited tmpfs of the sandbox's own, at a path that names nothing of the course.
     assert bwrap[bwrap.index(sandbox.INSIDE_WORK) - 1] == "--tmpfs"
-    # The course package is bound only as the sandbox library, over the place it is installed.
-    library = str(tmp_path / "lib" / "attention_course")
-    assert str(package_folder().resolve()) not in read_only, "the real package is never a bind source"
-    sources = {bwrap[i + 1]: bwrap[i + 2] for i, arg in enumerate(bwrap) if arg == "--ro-bind"}
-    assert sources[library] == str(package_folder().resolve())
-    # Of the autograder, the sandbox sees the runner and the wire format, nothing else.
-    grader = [path for path in read_only if path.startswith(str(REPO_ROOT / "autograder"))]
-    assert sorted(grader) == [str(REPO_ROOT / "autograder" / "runner.py"), str(REPO_ROOT / "autograder" / "wire.py")]
-    for forbidden in (REPO_ROOT, REPO_ROOT / "solutions", REPO_ROOT / "autograder", REPO_ROOT / "grading",
-                      REPO_ROOT / "tests", Path("/etc")):
-        assert str(forbidden) not in read_only
+    # What is bound from outside: the system, the Python installation and the venv (seen at /opt/venv);
+    # nothing of the run folder, the checkout's autograder/ or the course package (mountinfo would name it).
+    sources = {bwrap[i + 1]: bwrap[i + 2] for i, arg in enumerate(bwrap) if arg in ("--ro-bind", "--ro-bind-try")}
+    venv = os.path.realpath(sys.prefix)
+    assert sources[venv] == sandbox.INSIDE_VENV
+    assert set(sources) <= {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache",
+                            "/etc/fonts", "/etc/localtime", os.path.realpath(sys.base_prefix), venv}, sources
+    # The runner, the wire format, the gradients, /etc's files and the sandbox library are copied in.
+    copied = [bwrap[i + 2] for i, arg in enumerate(bwrap) if arg == "--file"]
+    assert {"/grader/runner.py", "/grader/wire.py", "/grader/gradients.py", "/etc/passwd", "/etc/group",
+            "/etc/hosts", f"{sandbox.INSIDE_LIBRARY}/attention_course/__init__.py"} <= set(copied), copied
+    assert not [path for path in copied if "track" in path]
     # The /tmp tmpfs comes before the working folder's tmpfs; both sizes are limited.
     tmpfs = [bwrap[i + 1] for i, arg in enumerate(bwrap) if arg == "--tmpfs"]
-    assert tmpfs == ["/tmp", sandbox.INSIDE_WORK]
+    assert tmpfs[0] == "/tmp" and tmpfs[-1] == sandbox.INSIDE_WORK
     # ... and after every mount, the root is made read-only (nothing written there outlives a submission)
-    mounts = [i for i, arg in enumerate(bwrap) if arg in ("--tmpfs", "--ro-bind", "--bind", "--dir", "--symlink")]
+    mounts = [i for i, arg in enumerate(bwrap) if arg in ("--tmpfs", "--ro-bind", "--bind", "--dir", "--symlink",
+                                                          "--file", "--ro-bind-data")]
     read_only_after = [i for i, arg in enumerate(bwrap) if arg == "--remount-ro"]
-    assert [bwrap[i + 1] for i in read_only_after] == ["/", "/dev"] and min(read_only_after) > max(mounts)
+    assert [bwrap[i + 1] for i in read_only_after][:2] == ["/", "/dev"] and min(read_only_after) > max(mounts)
     assert _pairs(bwrap, "--size") == [str(256 * 1024 * 1024)] * 2
     environment = dict(zip(_pairs(bwrap, "--setenv"), [bwrap[i + 2] for i, a in enumerate(bwrap) if a == "--setenv"]))
     assert "JPY_PARENT_PID" not in environment and environment["HOME"] == "/tmp"
-    # No path of the course on the runner's command line (it is pid 1: /proc/1/cmdline shows it).
-    command = argv[argv.index(sys.executable):]
-    assert not [arg for arg in command if str(tmp_path) in arg or "grading" in arg]
+    assert environment["PYTHONPATH"] == sandbox.INSIDE_LIBRARY
+    # No path of this machine on the runner's command line (it is pid 1: /proc/1/cmdline shows it).
+    command = argv[argv.index(f"{sandbox.INSIDE_VENV}/bin/python"):]
+    assert command[1] == "/grader/runner.py"
+    assert not [arg for arg in command + list(environment.values()) if str(tmp_path) in arg or venv in arg
+                or str(REPO_ROOT) in arg]
+
+
+def test_a_numpy_exercise_is_offered_nothing_that_differentiates(tmp_path):
+    numpy_only, with_torch = _argv(tmp_path / "a"), _argv(tmp_path / "b", autodiff=True)
+    torch_inside = f"{sandbox.INSIDE_VENV}/{Path(importlib.util.find_spec('torch').origin).parent.relative_to(sys.prefix)}"
+    hidden = [numpy_only[i + 1] for i, arg in enumerate(numpy_only) if arg == "--tmpfs"]
+    assert torch_inside in hidden and f"{sandbox.INSIDE_VENV}/{Path(importlib.util.find_spec('sympy').origin).parent.relative_to(sys.prefix)}" in hidden
+    assert f"{torch_inside}/__init__.py" in [numpy_only[i + 2] for i, arg in enumerate(numpy_only) if arg == "--file"]
+    assert torch_inside in [numpy_only[i + 1] for i, arg in enumerate(numpy_only) if arg == "--remount-ro"], \
+        "the hiding folder is read-only: nothing written there outlives a submission"
+    assert torch_inside not in [with_torch[i + 1] for i, arg in enumerate(with_torch) if arg == "--tmpfs"]
 
 
 def test_the_library_holds_only_what_may_be_offered(tmp_path):
     modules = sandbox.library_modules(["attention_course.functional", "attention_course.data.vocab"])
-    assert {"attention_course", "attention_course.functional", "attention_course.data", "attention_course.data.vocab",
-            "attention_course.testing.checks"} <= set(modules)
+    assert {"attention_course", "attention_course.functional", "attention_course.data",
+            "attention_course.data.vocab"} <= set(modules)
+    assert not [m for m in modules if m.startswith("attention_course.testing")], \
+        "the checks (numerical gradients) only where a read-only cell imports them"
     assert not [m for m in modules if m.split(".")[1:2] in (["numpy_track"], ["torch_track"], ["tracks"])]
-    built = sandbox.build_library(tmp_path / "lib", ["attention_course.functional"])
+    built = sandbox.build_library(tmp_path / "lib", ["attention_course.functional", "attention_course.testing.checks"])
     files = sorted(str(p.relative_to(built)) for p in built.rglob("*.py"))
     assert "attention_course/functional.py" in files and "attention_course/testing/checks.py" in files
     assert not [f for f in files if "track" in f or "__pycache__" in f]
@@ -105,7 +127,7 @@ def test_root_drops_to_an_unprivileged_uid_with_limits(tmp_path):
     assert limits[0].endswith("prlimit")
     assert "--nproc=256" in limits and f"--as={4096 * 1024 * 1024}" in limits and "--core=0" in limits
     command = limits[limits.index("--") + 1:]
-    assert command[:2] == [sys.executable, "/grader/runner.py"] and "--sandboxed" in command
+    assert command[:2] == [f"{sandbox.INSIDE_VENV}/bin/python", "/grader/runner.py"] and "--sandboxed" in command
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="uids are leased in the root mode")
@@ -126,7 +148,10 @@ def test_preflight_refuses_a_sandbox_that_shows_too_much(tmp_path, lease):
     config = sandbox.make_config(sandbox.find_bwrap(), sandbox.Limits(), tmp_path, workers=1, uids=lease)
     assert "bubblewrap sandbox" in sandbox.preflight(config, [REPO_ROOT / "solutions", REPO_ROOT / "autograder"])
     with pytest.raises(GradingError, match="sandbox exposes"):
-        sandbox.preflight(config, [Path(sys.prefix)])
+        sandbox.preflight(config, [Path(sys.base_prefix)])   # bound in, at its own path
+    with pytest.raises(GradingError, match="sandbox shows a path it must not: /proc/self/mountinfo names"):
+        # the venv is seen at /opt/venv, but a bind mount's source path shows in mountinfo's "root" field
+        sandbox.preflight(config, [Path(os.path.realpath(sys.prefix))])
 
 
 @needs_bwrap
