@@ -165,8 +165,7 @@ class Autograd:
                     found[index] = upstream if found[index] is None else found[index] + upstream
                     reached_leaf = True
                 continue
-            slot = pending.setdefault(out.grad_fn, {})
-            slot[out.output_nr] = upstream if out.output_nr not in slot else slot[out.output_nr] + upstream
+            self._send(pending, out.grad_fn, out.output_nr, upstream)
             stack.append(out.grad_fn)
         # The graph: every node the roots reach, and how many edges lead into each.
         incoming: dict = {}
@@ -204,17 +203,11 @@ class Autograd:
                     grad = given.get(0)
                     index = by_leaf.get(self.id(node.variable))
                     if grad is not None and index is not None:
-                        grad = self._fit(grad, node.variable.shape, node.variable.dtype)
                         found[index] = grad if found[index] is None else found[index] + grad
                     continue
                 metadata = getattr(node, "_input_metadata", None)
                 count = self.len(metadata) if metadata is not None else (max(given) + 1 if given else 1)
-                inputs = []
-                for i in range(count):
-                    grad = given.get(i)
-                    if grad is not None and metadata is not None:
-                        grad = self._fit(grad, metadata[i].shape, metadata[i].dtype)
-                    inputs.append(grad)
+                inputs = [given.get(i) for i in range(count)]
                 if all(grad is None for grad in inputs):
                     continue
                 outgoing = node(*inputs)
@@ -222,9 +215,20 @@ class Autograd:
                 for (nxt, nr), grad in zip(node.next_functions, outgoing):
                     if nxt is None or grad is None or nxt not in useful:
                         continue
-                    slot = pending.setdefault(nxt, {})
-                    slot[nr] = grad if nr not in slot else slot[nr] + grad
+                    self._send(pending, nxt, nr, grad)
         return found
+
+    def _send(self, pending: dict, node, number: int, grad) -> None:
+        """A gradient for input ``number`` of ``node``: fitted to what the node expects (as the
+        engine's ``validate_outputs`` does: a broadcast input's gradient summed back to its shape,
+        cast to its dtype), then summed with what reached that input before."""
+        metadata = getattr(node, "_input_metadata", None)
+        if metadata is not None and number < self.len(metadata):
+            grad = self._fit(grad, metadata[number].shape, metadata[number].dtype)
+        elif getattr(node, "variable", None) is not None:
+            grad = self._fit(grad, node.variable.shape, node.variable.dtype)
+        slot = pending.setdefault(node, {})
+        slot[number] = grad if number not in slot else slot[number] + grad
 
     def _topological(self, nodes: list, edges: dict, incoming: dict) -> list:
         """``nodes`` in an order where every node comes before the nodes its edges lead to."""
