@@ -65,6 +65,8 @@ def replace_fork_server(state: dict, unresponsive: int | None, log) -> None:
         return
 
     def done(future: asyncio.Future) -> None:
+        if future.cancelled():   # the hub is stopping
+            return
         if future.exception() is not None:
             log.error("the fork server could not be replaced (servers start as new processes): %s",
                       future.exception())

@@ -32,12 +32,15 @@ class UserLog:
 
     def __init__(self, path: Path, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.path.parent, 0o700)
         self.loop = loop or asyncio.get_running_loop()
         self.read_end, self.write_end = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(self.read_end, False)
-        self.file = self._open()
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(self.path.parent, 0o700)
+            self.file = self._open()
+        except OSError:   # no log (the hub's disk is full, say): the server starts all the same
+            self.file = -1
         self.tokens, self.refilled = float(BURST), time.monotonic()
         self.paused: asyncio.TimerHandle | None = None
         self.loop.add_reader(self.read_end, self._copy)
