@@ -175,16 +175,15 @@ def _ranges(numbers: set[int]) -> str:
 def _line_ranges(print_: Fingerprint, slices) -> str:
     """The places the normalised-character ``slices`` (2 x n: starts, ends) cover, cell by cell:
     "cell 'softmax' lines 3-9, 12; cell 'extra' line 2" ("lines 3-9" in a plain text)."""
-    covered: dict[str, set[int]] = {}
-    for start, end in zip(slices[0], slices[1]):
-        for place in set(int(p) for p in print_.lines[int(start):int(end)]):
-            where, line = print_.places[place]
-            covered.setdefault(where, set()).add(line)
+    parts = [print_.lines[int(start):int(end)] for start, end in zip(slices[0], slices[1])]
+    places = np.unique(np.concatenate(parts)) if parts else []
+    covered: dict[str, set[int]] = {}    # (in the order of the cells: places are in order)
+    for place in places:
+        where, line = print_.places[int(place)]
+        covered.setdefault(where, set()).add(line)
     if not covered:
         return "no line"
-    order = {where: index for index, (where, _) in reversed(list(enumerate(print_.places)))}
-    return "; ".join(f"{where} {_ranges(numbers)}" if where else _ranges(numbers)
-                     for where, numbers in sorted(covered.items(), key=lambda item: order.get(item[0], 0)))
+    return "; ".join(f"{where} {_ranges(numbers)}" if where else _ranges(numbers) for where, numbers in covered.items())
 
 
 SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
