@@ -37,7 +37,11 @@ def sanitizer():
     return Sanitizer(enabled=True)
 
 
-# Attributes that take a URL a browser may load or follow (a script URL there runs when it does).
+# A URL that runs as a script when loaded or followed: its scheme, once the browser has dropped the
+# spaces and control characters it ignores.
+_SCRIPT_SCHEME = re.compile(r"(?i)(java|vb)script:|data:text/html")
+_IGNORED_IN_URLS = re.compile(r"[\x00-\x20]")
+# Attributes that take a URL a browser may load or follow.
 _URL_ATTRIBUTES = {"href", "src", "action", "formaction", "data", "xlink:href", "background", "poster",
                    "codebase", "cite", "srcset", "ping"}
 # Elements that run, embed or redirect whatever their attributes say, sanitized or not.
@@ -61,7 +65,7 @@ class _Live(HTMLParser):
         for name, value in named.items():
             if name.startswith("on"):
                 self.found.append(f"an event handler ({name}) on <{tag}>")
-            elif name in _URL_ATTRIBUTES and _SCRIPT_URL.search("".join(value.split())):
+            elif name in _URL_ATTRIBUTES and _SCRIPT_SCHEME.match(_IGNORED_IN_URLS.sub("", value)):
                 self.found.append(f"a script URL in {name} of <{tag}>")
         if tag == "meta":
             equiv = named.get("http-equiv", "").lower()

@@ -214,6 +214,7 @@ def test_a_page_that_would_run_anything_or_lacks_the_policy_is_refused():
     meta = f'<meta http-equiv="Content-Security-Policy" content="{feedback.POLICY}">'
     good = f"<html><head>{meta}<title>t</title></head><body><p>&lt;script&gt; as text</p></body></html>"
     feedback.check_page(good)
+    feedback.check_page(good.replace("<p>", '<p><a href="https://example.org/?q=javascript:x">a link</a>'))
     for bad in (good.replace("<p>", "<p><script>x()</script>"),
                 good.replace("<p>", '<p><img src=x onerror="x()">'),
                 good.replace("<p>", '<p><a href=" JaVa&#x09;Script:x()">'),
