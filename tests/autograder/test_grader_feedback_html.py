@@ -58,8 +58,8 @@ OUTPUTS = [
                                                       "<script>document.title='PWNED_out_svg_script'</script></svg>"}),
     new_output("display_data", data={"text/markdown": "[md](javascript:document.title='PWNED_out_markdown')"}),
     new_output("display_data", data={"image/png": "AAAA\" onerror=\"document.title='PWNED_out_png'"}),
-    new_output("display_data", data={"text/html": "<b>isolated</b><img src=z onerror=\"document.title='PWNED_out_iso'\">"},
-               metadata={"text/html": {"isolated": True}}),
+    new_output("display_data", metadata={"text/html": {"isolated": True}},
+               data={"text/html": "<b>isolated</b><img src=z onerror=\"document.title='PWNED_out_iso'\">"}),
     new_output("execute_result", execution_count=1,
                data={"text/html": "<a href=\"javascript:document.title='PWNED_out_a'\">a link</a>"}),
     new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {
@@ -129,7 +129,8 @@ class _Page(HTMLParser):
         for name, value in attributes.items():
             if name.startswith("on"):
                 self.handlers.append(f"{tag} {name}")
-            if name in self.URL_ATTRIBUTES and re.match(r"(?i)(javascript|vbscript|data:text/html)", "".join(value.split())):
+            scheme = "".join(value.split())
+            if name in self.URL_ATTRIBUTES and re.match(r"(?i)(javascript|vbscript|data:text/html)", scheme):
                 self.script_urls.append(f"{tag} {name}={value[:60]}")
         if tag == "meta":
             equiv = attributes.get("http-equiv", "").lower()

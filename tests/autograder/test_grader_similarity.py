@@ -419,9 +419,10 @@ def test_copies_keep_their_scores_and_are_flagged_for_the_instructor_only(graded
     assert any("the exercise's reference.py (cell 'sharpen' lines" in f for f in adapter["flags"]), adapter
     assert honest["flags"] == [] and control["flags"] == []
     with sqlite3.connect(course.root / "gradebook.db") as db:
-        flagged = dict(db.execute("select student.id, submitted_notebook.flagged from submitted_notebook "
-                                  "join submitted_assignment on submitted_notebook.assignment_id = submitted_assignment.id "
-                                  "join student on submitted_assignment.student_id = student.id"))
+        flagged = dict(db.execute(
+            "select student.id, submitted_notebook.flagged from submitted_notebook "
+            "join submitted_assignment on submitted_notebook.assignment_id = submitted_assignment.id "
+            "join student on submitted_assignment.student_id = student.id"))
     assert flagged["copier"] and flagged["adapter"] and not flagged["honest"] and not flagged["control"]
 
     # The flags quote no line of the solution or of the reference: only where, in the student's cells.
