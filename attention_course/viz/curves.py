@@ -27,13 +27,15 @@ def line_style(index: int) -> dict:
 
 
 def plot_over_seeds(ax, x: Sequence[float], curves: Mapping[str, np.ndarray], band: str = "sd",
-                    markersize: float = 3.5, markers: int = 8, limits: tuple[float, float] | None = None):
+                    markersize: float = 3.5, markers: int = 8, limits: tuple[float, float] | None = None,
+                    each_seed: Sequence[str] = ()):
     """Draw each label's mean curve over the seeds and a band for its spread (or, with
     ``band="seeds"``, each seed's curve); returns ``ax``.
 
     ``markers``: about how many markers each line carries (every point is too many on long
     curves). ``limits``: the range a value can take (an accuracy: ``(0, 1)``); a band of one
     standard deviation is cut there rather than drawn beyond what any run could reach.
+    ``each_seed``: labels whose seeds split, drawn seed by seed whatever ``band`` says.
     Shapes: x (P,); each curve (seeds, P).
     """
     if band not in ("sd", "range", "seeds"):
@@ -44,7 +46,7 @@ def plot_over_seeds(ax, x: Sequence[float], curves: Mapping[str, np.ndarray], ba
         if values.shape[1] != x.size:
             raise ValueError(f"curves[{label!r}]: {values.shape[1]} points for {x.size} x values")
         style = line_style(index)
-        if band == "seeds":  # one thin line per seed, each with the label's marker and dashes
+        if band == "seeds" or label in each_seed:  # a thin line per seed, the label's marker, dashes
             for seed, row in enumerate(values):
                 ax.plot(x, row, label=f"{label} (each seed)" if seed == 0 else None, linewidth=1,
                         alpha=0.85, markersize=markersize - 0.5, markevery=max(1, x.size // markers),
