@@ -305,7 +305,7 @@ class Recurrent(Layer):
     def forward(self, xs: np.ndarray, mask: np.ndarray | None = None,
                 initial_state=None) -> np.ndarray:
         state = self._initial_state(xs, mask, initial_state)
-        N, T, _ = xs.shape
+        N, T = xs.shape[:2]
         xw = self._input_projection(xs)  # (N, T, G*H)
         p = self.cell._recurrent_params(xs.dtype)
         hs = np.empty((N, T, self.hidden_size), dtype=xs.dtype)
@@ -328,7 +328,7 @@ class Recurrent(Layer):
     def _final_state_grad(self, dhs: np.ndarray, d_final_state) -> tuple:
         """Check ``dhs``; the gradient of the final state as a tuple (zeros when none is given)."""
         xs = self._cache[0]
-        N, T, _ = xs.shape
+        N, T = xs.shape[:2]
         check_array("dhs", dhs, (N, T, self.hidden_size))
         if d_final_state is None:
             return self.cell._zeros(N, xs.dtype)
