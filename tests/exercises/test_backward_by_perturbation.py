@@ -10,10 +10,10 @@ reason that says a backward by finite differences cannot finish within the time 
 For each exercise tried here (three by default, ``PERTURBATION_EXERCISES=all`` for the ten), that
 submission (the solution's forward pass, the numerical backward pass) is graded twice, sandboxed:
 
-* against the source notebook with its scale checks taken out (the tests as they were before):
-  full marks;
+* against the source notebook with its scale checks taken out (the tests as they were before:
+  for these notebooks, exactly the notebooks before the checks came): full marks;
 * against the source notebook as it is: every cell with a scale check fails, and at that check (the
-  student's feedback gives its reason and the time limit); every other cell passes.
+  student's feedback page gives its reason and the time limit); every other cell passes.
 
 Both times the static scan flags it for review (``differentiates numerically``).
 
@@ -36,6 +36,7 @@ import nbformat
 import pytest
 
 from autograder.course import REPO_ROOT, Course
+from autograder.feedback import feedback
 from autograder.grading import GradeOptions, autograde
 from autograder.release import release
 from autograder.submissions import import_submissions
@@ -126,8 +127,9 @@ def scale_cells(source_nb) -> set[str]:
             if cell.cell_type == "code" and SCALE_REASON in cell.source}
 
 
-def grade(folder: Path, source: Path, name: str, answers: dict[str, str]) -> dict:
-    """The submission ``answers`` graded in a course of its own whose source notebooks are ``source``."""
+def grade(folder: Path, source: Path, name: str, answers: dict[str, str]) -> tuple[Course, dict]:
+    """The submission ``answers`` graded in a course of its own whose source notebooks are ``source``:
+    the course and the student's result."""
     course = Course(root=folder / "grading", source=source)
     previous = Path.cwd()
     try:
@@ -139,7 +141,7 @@ def grade(folder: Path, source: Path, name: str, answers: dict[str, str]) -> dic
     nbformat.write(check_exercise.handed_in(course, name, answers), submissions / "perturbation.ipynb")
     import_submissions(course, name, source=submissions)
     report = autograde(course, name, GradeOptions(workers=1, cell_timeout=CELL_TIMEOUT), echo=lambda line: None)
-    return report["students"]["perturbation"]
+    return course, report["students"]["perturbation"]
 
 
 def records(result: dict) -> dict[str, dict]:
@@ -172,10 +174,10 @@ def test_a_backward_by_perturbation_passed_before_and_now_loses_the_backward_cel
     nbformat.write(without_scale_checks(source_nb), before_source / f"{name}.ipynb")
     (before_source / "reference.py").write_bytes((SOLUTIONS / name / "reference.py").read_bytes())
 
-    before = grade(tmp_path / "before", before_source.parent, name, answers)
+    _, before = grade(tmp_path / "before", before_source.parent, name, answers)
     assert before["score"] == before["max_score"] > 0, records(before)
 
-    after = grade(tmp_path / "after", SOLUTIONS, name, answers)
+    course, after = grade(tmp_path / "after", SOLUTIONS, name, answers)
     # the static scan saw it both times (a flag for review; it changes no score)
     for result in (before, after):
         assert result["status"] == "flagged" and any("differentiates numerically" in flag for flag in result["flags"])
@@ -183,7 +185,12 @@ def test_a_backward_by_perturbation_passed_before_and_now_loses_the_backward_cel
     assert failed == scale_cells(source_nb), records(after)
     assert after["score"] < after["max_score"]
     for grade_id in failed:
-        feedback = records(after)[grade_id]["feedback"]
+        said = records(after)[grade_id]["feedback"]
         # the hidden part failed at the scale check, on the time limit
-        assert feedback.startswith("a hidden test of this cell failed") and SCALE_REASON in feedback, feedback
-        assert "time limit" in feedback.split(SCALE_REASON)[1], feedback
+        assert said.startswith("a hidden test of this cell failed") and SCALE_REASON in said, said
+        assert "time limit" in said.split(SCALE_REASON)[1], said
+    # and the page the student gets back says so, once per failed cell
+    _, withheld = feedback(course, name)
+    assert not withheld
+    page = (course.feedback_dir("perturbation", name) / f"{name}.html").read_text()
+    assert page.count(SCALE_REASON) == len(failed)
