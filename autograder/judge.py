@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import wire
-from .references import NAME as REFERENCE_NAME, load_reference
+from .references import NAME as REFERENCE_NAME, remembered_reference
 from .sandbox import SandboxConfig, Staged, runner_argv
 
 MAX_TEST_OUTPUT = 64 * 1024
@@ -646,7 +646,7 @@ class Notebook:
     def _namespace(self) -> dict:
         namespace: dict = {"__name__": "__main__", "get_ipython": lambda: _NoShell()}
         if self.reference:
-            namespace[REFERENCE_NAME] = load_reference(self.reference)
+            namespace[REFERENCE_NAME] = remembered_reference(self.reference)
         return namespace
 
     def _run_tests(self, child: Child | None) -> None:

@@ -4,7 +4,9 @@ For each assignment (default: a NumPy exercise, ``ch3a_multi_query_penalty``, an
 ``ch3b_draw_read_torch``), 30 students hand in the reference answers. In one run, each on a fresh
 copy of the same course, whole commands are timed (start-up included):
 
-1. ``nbgrader autograde`` (serial, unsandboxed: student code runs as you, one kernel per notebook),
+1. ``nbgrader autograde`` (serial, unsandboxed: student code runs as you, one kernel per notebook;
+   its kernels import the exercise's ``reference`` from an IPython startup file, as the judge binds
+   it, so that its hidden tests run to the end: every student must get full marks from it too),
 2. ``python -m autograder autograde --workers 1`` in the bubblewrap sandbox,
 3. the same with ``--unsafe-no-sandbox``,
 4. ``python -m autograder autograde`` with up to one worker per CPU, in the sandbox (the grader
@@ -84,6 +86,15 @@ def split(course: Path, assignment: str) -> dict[str, float]:
     return parts
 
 
+def nbgrader_scores(course: Path, assignment: str) -> dict[str, tuple[float, float]]:
+    """Each student's (score, max score) in the gradebook nbgrader's own autograde wrote."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        return {submission.student_id: (submission.score, submission.max_score)
+                for submission in gradebook.assignment_submissions(assignment)}
+
+
 def bench(assignment: str, args) -> dict:
     source = REPO / "solutions"
     if not (source / assignment).is_dir():
@@ -104,6 +115,18 @@ def bench(assignment: str, args) -> dict:
                 folder.mkdir(parents=True, exist_ok=True)
                 nbformat.write(answered, folder / notebook.name)
         notebooks = args.students * len(list((source / assignment).glob("*.ipynb")))
+        # nbgrader's kernels get the exercise's `reference`, as the judge's test cells do: an IPython
+        # startup file of the baseline's own profile imports it (without it every hidden test stops
+        # at a NameError, and the baseline looks faster than it is).
+        ipython_dir = work / "ipython"
+        startup = ipython_dir / "profile_default" / "startup"
+        startup.mkdir(parents=True)
+        reference = source / assignment / "reference.py"
+        if reference.is_file():
+            (startup / "00-reference.py").write_text(
+                "import importlib.util as _util\n"
+                f"_spec = _util.spec_from_file_location('reference', {str(reference)!r})\n"
+                "reference = _util.module_from_spec(_spec)\n_spec.loader.exec_module(reference)\n")
 
         def fresh(name: str) -> Path:
             course = work / name
@@ -139,7 +162,12 @@ def bench(assignment: str, args) -> dict:
                     samples[label].append(run(
                         [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
                          f"--CourseDirectory.root={course}", f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}"],
-                        course, env))
+                        course, dict(env, IPYTHONDIR=str(ipython_dir))))
+                    scores = nbgrader_scores(course, assignment)
+                    wrong = [s for s, (score, best) in scores.items() if score != best]
+                    if wrong or len(scores) != args.students:
+                        raise SystemExit(f"{label}: not full marks for {wrong[:3] or 'every student'}: the "
+                                         "baseline must run every hidden test to the end")
                     continue
                 samples[label].append(run(grader + [str(course), "--source", str(source), "autograde", assignment,
                                                     *runs[label]], REPO, env))

@@ -173,3 +173,32 @@ def test_a_reference_that_does_not_load_stops_the_batch_before_any_grade(release
     assert "Traceback" not in done.stderr
     report = root / "reports" / f"{ASSIGNMENT}.json"
     assert not report.exists() or "score" not in json.loads(report.read_text())["students"].get("control", {})
+
+
+def test_a_workers_reference_answers_the_same_call_from_memory(tmp_path, monkeypatch):
+    """The hidden tests of a class call the reference with the same seeded inputs in every notebook:
+    a worker computes each answer once, and hands out copies (a test that changes its array
+    changes no other's); calls with other contents, or with what is not plain data, are computed."""
+    import numpy as np
+
+    from autograder import references
+
+    path = tmp_path / "reference.py"
+    path.write_text("CALLS = []\n"
+                    "def forward(x, scale=1.0):\n    CALLS.append(1)\n    return {'y': x * scale, 'n': len(CALLS)}\n"
+                    "def apply(f, x):\n    CALLS.append(1)\n    return f(x)\n")
+    reference = references.remembered_reference(path)
+    x = np.arange(6.0).reshape(2, 3)
+    first = reference.forward(x, scale=2.0)
+    first["y"][0, 0] = 99.0
+    again = reference.forward(x.copy(), scale=2.0)
+    assert again["n"] == 1 and again["y"][0, 0] == 0.0, "remembered, and a fresh copy"
+    assert reference.forward(x + 1, scale=2.0)["n"] == 2, "other contents: computed"
+    assert reference.forward(x, scale=3.0)["n"] == 3, "other arguments: computed"
+    assert reference.CALLS == [1, 1, 1], "module attributes pass through"
+    reference.apply(np.sum, x), reference.apply(np.sum, x)
+    assert reference.CALLS == [1] * 5, "a call with a function argument is not remembered"
+    assert references.remembered_reference(path) is reference, "one memory per worker and module"
+    monkeypatch.setattr(references, "REMEMBERED_BYTES", 100)
+    big = np.zeros(100)   # 800 bytes: over the bound, never kept
+    assert reference.forward(big)["n"] == 6 and reference.forward(big)["n"] == 7
