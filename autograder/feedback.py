@@ -16,18 +16,32 @@ secret, so a secret line there is one the student typed). The instructor's part 
 test cells as shown, the read-only cells, the text, the verdicts) is checked for the hidden-test
 lines of the source notebook before the page is written; a page that would show one is not written
 (that would be a bug of this module, the same for every student).
+
+What a student wrote never runs in the browser that opens the page (an instructor's, on the course
+hub's origin): every cell is sanitized as the formgrader's view is (``sanitize.sanitizer``: a tag or
+attribute off bleach's allowlist shows as text, script URLs are blocked, outputs keep only plain
+mimetypes and cleaned HTML, JavaScript and SVG outputs are dropped), and the page carries a strict
+Content-Security-Policy (``POLICY``, a ``<meta http-equiv>`` first in its head) under which no
+script runs at all: the page needs none (nbgrader's feedback template loads only MathJax, from a
+CDN, which is left out: math shows as its TeX source). Each page written is parsed again; one
+that still holds anything live (a script element, an event handler, a script URL, a frame...) or
+lacks the policy is removed and withheld (a bug of this module, as above).
 """
 
 from __future__ import annotations
 
+import html
 import shutil
 
+import jinja2
+from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbformat.v4 import new_output
 from nbgrader import utils as nbutils
 from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
+from traitlets import default
 
-from . import leakscan
+from . import leakscan, sanitize
 from .course import Course, check_id, package_folder
 from .errors import GradingError
 from .release import nbgrader_api
@@ -70,6 +84,18 @@ class HideHiddenTests(NbGraderPreprocessor):
         return cell, resources
 
 
+class InlineOutputs(NbGraderPreprocessor):
+    """An HTML output marked ``isolated`` is shown in the page (sanitized) rather than in a frame of
+    its own, which the page's policy would block (and its check would refuse)."""
+
+    def preprocess_cell(self, cell, resources, index):
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            for options in output.get("metadata", {}).values():
+                if isinstance(options, dict):
+                    options.pop("isolated", None)
+        return cell, resources
+
+
 def _visible(source: str) -> str:
     kept, hidden = [], False
     for text in source.splitlines():
@@ -109,6 +135,66 @@ def refuse_secrets(secrets: list) -> type:
     return RefuseSecrets
 
 
+# No script, frame, object, form, connection or font from anywhere; images only from the page itself
+# (data: URLs, as notebook outputs are embedded); the page's own inline styles.
+POLICY = "; ".join([
+    "default-src 'none'",
+    "script-src 'none'",
+    "object-src 'none'",
+    "frame-src 'none'",
+    "connect-src 'none'",
+    "img-src data:",
+    "style-src 'unsafe-inline'",
+    "font-src data:",
+    "base-uri 'none'",
+    "form-action 'none'",
+])
+
+# nbgrader's feedback template (``index.html.j2`` of its template ``feedback``), with the policy first
+# in its head and without its MathJax loader (two scripts); everything else as nbgrader writes it.
+_PAGE = """{%- extends 'index.html.j2' -%}
+{%- block header -%}
+{{- super() | replace(mathjax(), '') | replace('<head>', '<head>\\n' ~ resources.autograder_policy_meta, 1) -}}
+{%- endblock header -%}
+"""
+_PAGE_NAME = "autograder_feedback.html.j2"
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbgrader's feedback page, sanitized (outputs included), under ``POLICY``, without scripts."""
+
+    @default("extra_loaders")
+    def _page_loader(self):
+        return [jinja2.DictLoader({_PAGE_NAME: _PAGE})]
+
+    @default("template_file")
+    def _page_file(self):
+        return _PAGE_NAME
+
+    @default("sanitize_html")
+    def _sanitized(self):
+        return True   # (nbconvert's templates then write no script for a JavaScript or widget output)
+
+    def _init_resources(self, resources):
+        resources = super()._init_resources(resources)
+        resources["autograder_policy_meta"] = (f'<meta http-equiv="Content-Security-Policy" '
+                                               f'content="{html.escape(POLICY, quote=True)}">')
+        return resources
+
+
+class LiveInFeedback(GradingError):
+    """A written feedback page holds something that could run, or lacks the policy."""
+
+
+def check_page(page: str) -> None:
+    """Raises ``LiveInFeedback`` unless ``page`` is inert and declares ``POLICY``."""
+    found, policies = sanitize.live_html(page)
+    if found:
+        raise LiveInFeedback(f"it would hold {found[0]}")
+    if policies != [POLICY]:
+        raise LiveInFeedback("it lacks its Content-Security-Policy")
+
+
 def feedback(course: Course, assignment: str, students: list[str] | None = None) -> tuple[list[str], list[str]]:
     """Write ``feedback/<student>/<assignment>/``; returns (messages, withheld students)."""
     check_id("assignment", assignment)
@@ -127,7 +213,11 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
     messages, withheld = [], []
     with course.lock("feedback"):
         api = nbgrader_api(course)
-        api.config.GenerateFeedback.preprocessors = [HideHiddenTests, refuse_secrets(secrets), GetGrades,
+        api.config.GenerateFeedback.exporter_class = FeedbackExporter
+        # (each preprocessor sees the cells as the ones before it left them: the secrets are looked
+        # for in the source as written, then everything is sanitized)
+        api.config.GenerateFeedback.preprocessors = [HideHiddenTests, refuse_secrets(secrets),
+                                                     sanitize.sanitizer(), InlineOutputs, GetGrades,
                                                      CSSHTMLHeaderPreprocessor]
         for student in graded:
             result = api.generate_feedback(assignment, student, force=True)
@@ -141,6 +231,14 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
                                     "a hidden test line; grade it by hand and report this as a bug")
                 else:
                     messages.append(f"{student}: feedback failed: {error.strip().splitlines()[-1:] or ''}")
+                continue
+            try:
+                for page in folder.glob("*.html"):
+                    check_page(page.read_text(errors="replace"))
+            except LiveInFeedback as exc:
+                shutil.rmtree(folder, ignore_errors=True)
+                withheld.append(student)
+                messages.append(f"{student}: feedback WITHHELD: {exc}; grade it by hand and report this as a bug")
                 continue
             # nbgrader's exchange keys a student's feedback by their submission's secret (return-feedback).
             for name in ("timestamp.txt", "submission_secret.txt"):

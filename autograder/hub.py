@@ -25,7 +25,9 @@ What ``start`` sets up in ``--dir`` (then starts JupyterHub there, in the backgr
   ``--authenticator dummy`` with one shared password, for tests) and get their own Jupyter
   server (``jupyterhub/spawner.py``) inside their limits: cgroups for memory, CPU and processes,
   a home of fixed size (``homes/<user>``, an image in ``images/``), private capped ``/tmp`` and
-  ``/dev/shm``. An idle server is stopped after the roster's ``idle_timeout``;
+  ``/dev/shm``, an IPC namespace of its own; it holds no descriptor of the hub's, and its output
+  goes to the user's own log (``logs/users/<user>.log``). An idle server is stopped after the
+  roster's ``idle_timeout``;
 - per course, hub groups ``nbgrader-<course>`` (students) and ``formgrade-<course>``
   (instructors), which nbgrader's JupyterHub plugin reads; the course's instructors may see and
   stop its students' servers from the hub's admin page, nobody else's;
@@ -73,6 +75,7 @@ from pathlib import Path
 from . import leakscan
 from .course import REPO_ROOT, Course, check_id, package_folder
 from .errors import GradingError
+from .jupyterhub import forkserver
 from .jupyterhub import limits as user_limits
 
 HERE = Path(__file__).resolve().parent / "jupyterhub"
@@ -97,9 +100,8 @@ _SCAN_MAX_BYTES = 20 * 1024 * 1024
 # Imports the users' environment refuses (see _attention_hub_env.py, written by users_environment).
 SKIPPED_IMPORTS = ("rfc3987_syntax",)
 SKIPPED_IMPORT_COST = "3.2 of the 5.2 CPU seconds a Jupyter server spent importing (measured here, loaded)"
-# In the environment of the fork server, hence of every server and kernel forked from it (a
-# process's /proc/PID/environ is the one it started with): the hub's folder.
-FORK_SERVER_MARK = "ATTENTION_HUB_FORKS"
+# In the environment of the fork server, hence of every server and kernel forked from it: the hub's folder.
+FORK_SERVER_MARK = forkserver.MARK
 _SCAN_SKIP_DIRS = {"node_modules", "site-packages", "dist-packages", "__pycache__", ".jupyter_cache", "proc"}
 
 
@@ -777,7 +779,9 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
     log = open(os.open(hub_dir / "logs" / "jupyterhub.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": str(hub_dir),
-           "LANG": "C.UTF-8", "ATTENTION_HUB_STATE": str(state_path), "PYTHONPATH": str(python_path)}
+           "LANG": "C.UTF-8", "ATTENTION_HUB_STATE": str(state_path), "PYTHONPATH": str(python_path),
+           # what the fork server's environment takes from this one, when the hub starts another
+           **{name: os.environ[name] for name in ("OPENBLAS_CORETYPE",) if name in os.environ}}
     # umask 077: the hub's database, its logs and everything else it writes are root's alone.
     hub = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
                            cwd=hub_dir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -802,56 +806,18 @@ def start_fork_server(hub_dir: Path, environment: Path, library_path: str, pytho
                       timeout: float = 180.0) -> str:
     """Start the users' servers' fork server (``jupyterhub/forkserver.py``), as root, from the users'
     environment, with none of the hub's secrets; returns its socket's path once it listens (after
-    its imports). Its socket is in ``run/``, root's alone; its log in ``logs/forkserver.log``."""
-    stop_fork_server(hub_dir)
-    run = hub_dir / "run"
-    run.mkdir(exist_ok=True)
-    os.chmod(run, 0o700)
-    path = run / "forkserver.sock"
-    path.unlink(missing_ok=True)
-    env = {"PATH": f"{environment / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(run), "LANG": "C.UTF-8",
-           "PYTHONPATH": str(python_path), "PYTHONNOUSERSITE": "1", FORK_SERVER_MARK: str(hub_dir),
-           # no BLAS threads in the fork server (a fork keeps only the thread that forked): a kernel's
-           # NumPy computes on one thread, which is what a student's CPU limit (1 by default) allows
-           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-           **{name: os.environ[name] for name in ("OPENBLAS_CORETYPE",) if name in os.environ},
-           **({"LD_LIBRARY_PATH": library_path} if library_path else {})}
-    log = open(os.open(hub_dir / "logs" / "forkserver.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
-    with log:
-        server = subprocess.Popen([str(environment / "bin" / "python"), "-P", "-m", "autograder.jupyterhub.forkserver",
-                                   str(path)], cwd=run, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                  start_new_session=True, umask=0o077)
-    _write(hub_dir / "forkserver.pid", str(server.pid), 0o600)
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if server.poll() is not None or time.monotonic() > deadline:
-            stop_fork_server(hub_dir)
-            raise GradingError(f"the users' servers' fork server did not start; see {hub_dir / 'logs' / 'forkserver.log'}: "
-                               + _tail(hub_dir / "logs" / "forkserver.log"))
-        time.sleep(0.2)
-    return str(path)
+    its imports). Its socket is in ``run/``, root's alone; its log in ``logs/forkserver.log``. The hub
+    starts another the same way if this one dies or stops answering (``spawner.py``)."""
+    try:
+        return forkserver.launch(hub_dir, environment, library_path, python_path, timeout)
+    except RuntimeError as exc:
+        raise GradingError(str(exc)) from None
 
 
 def stop_fork_server(hub_dir: Path) -> bool:
-    """Stop the fork server (the servers it forked are the hub's to stop); False if none ran."""
-    pid = _read_pid(hub_dir / "forkserver.pid")
-    (hub_dir / "forkserver.pid").unlink(missing_ok=True)
-    if not _alive(pid) or not _is_fork_server(pid, hub_dir):
-        return False
-    os.kill(pid, signal.SIGKILL)
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
-    return True
-
-
-def _is_fork_server(pid: int, hub_dir: Path) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return f"{FORK_SERVER_MARK}={hub_dir}".encode() in handle.read().split(b"\0")
-    except OSError:
-        return False
+    """Stop the fork server and remove its socket (the servers it forked are the hub's to stop);
+    False if none ran."""
+    return forkserver.stop(hub_dir)
 
 
 def _hub_cgroup_name(hub_dir: Path) -> str:

@@ -2,9 +2,9 @@
 
 ``plan_assignment`` reads what grading needs from the gradebook and the released notebooks;
 ``save_notebook`` writes one notebook's automatic scores in one transaction, and its graded copy;
-``copy_flags`` compares the answers with the package and with each other (advisory). Only the
-main process's grading thread writes (``grading.py``); ``export``, ``exchange`` and ``submissions``
-read the gradebook with ``open_gradebook``.
+``copy_flags`` compares the answers with the notebook's solution and reference, with the package
+and with each other (advisory). Only the main process's grading thread writes (``grading.py``);
+``export``, ``exchange`` and ``submissions`` read the gradebook with ``open_gradebook``.
 
 These need nbgrader, SQLAlchemy and nbformat (1.5 s of imports): ``autograde`` imports this module
 after its first worker has started, so that the worker's own warm-up runs meanwhile.
@@ -171,16 +171,19 @@ def save_notebook(gb: Gradebook, course: Course, assignment: str, plan: Notebook
             "cells": scores}
 
 
-def answer_code(nb) -> str:
-    return "\n\n".join(source for _, source in student_cells(nb))
+def answer_code(nb) -> list[tuple[str, str]]:
+    """(cell, code) of each cell the student controls (``prepare.student_cells``): what the copy check reads."""
+    return student_cells(nb)
 
 
 def copy_flags(course: Course, assignment: str, plans: dict[str, NotebookPlan],
                prepared: list[Prepared]) -> dict[tuple[str, str], list[str]]:
-    """(student, notebook) -> flags for answers that are substantially the package's code or another
-    submission's (``similarity.py``); advisory, it never changes a score. Each graded answer is
-    compared with every submission of the assignment, graded now or not, so that re-grading some
-    students gives them the same flags."""
+    """(student, notebook) -> flags for answers that are substantially the notebook's solution or the
+    exercise's reference (its *answer key*: ``similarity.answer_key``), the package's code or another
+    submission's (``similarity.py``); advisory, it never changes a score, and a flag names lines, never
+    quotes them. Each graded answer is compared with every submission of the assignment, graded now or
+    not, so that re-grading some students gives them the same flags. Every fingerprint but the
+    answers' is taken once per batch: the package's here, each notebook's key in ``flags``."""
     from . import similarity  # (numpy and the winnowing: imported here, in the copy check's thread)
 
     offered = set(sandbox.library_modules(sorted({m for plan in plans.values() for m in plan.course_modules})))
@@ -196,7 +199,8 @@ def copy_flags(course: Course, assignment: str, plans: dict[str, NotebookPlan],
                 if nb is not None:
                     answers[student] = answer_code(nb)
         boilerplate = [c.source for c in plan.released.cells if c.cell_type == "code"]
-        for student, flags in check.flags(answers, boilerplate).items():
+        key = similarity.answer_key(course.source / assignment / f"{name}.ipynb", plan.reference)
+        for student, flags in check.flags(answers, boilerplate, key).items():
             if (student, name) in graded:
                 found[(student, name)] = flags
     return found

@@ -701,8 +701,7 @@ print(json.dumps({"uid": os.getuid(), "visible": hidden, "importable": forbidden
 # Never importable in the sandbox: the tracks and everything built on them (checked by the preflight).
 NEVER_OFFERED = ("attention_course.numpy_track", "attention_course.torch_track", "attention_course.tracks",
                  "attention_course.convert", "attention_course.checkpoint", "attention_course.training",
-                 "attention_course.tasks", "attention_course.applications", "attention_course.ntm_copy",
-                 "attention_course.cli")
+                 "attention_course.tasks", "attention_course.cli")
 
 
 def probe(config: SandboxConfig, must_not_see: list[Path]) -> dict:

@@ -13,7 +13,14 @@ that try things an honest answer has no need of:
   from them (unless the reference solution does the same);
 - leaving the notebook's control: ``os._exit``, ``os.kill``, ``os.fork``, ``os.system``, ``ctypes``,
   ``subprocess``, ``socket``, ``signal``, threads, ``get_ipython``/IPython/ZeroMQ internals,
-  ``sys.modules``/frames/trace hooks, ``exec``/``eval``/``compile``/``__import__``/``globals``.
+  ``sys.modules``/frames/trace hooks, ``exec``/``eval``/``compile``/``__import__``/``globals``;
+- differentiating numerically where the backward pass is to be written by hand: a difference
+  quotient of two calls of one of the notebook's functions (``(f(x + eps) - f(x - eps)) / (2 * eps)``),
+  a loop (over ``np.ndindex``, ``np.nditer``, ``range(x.size)``...) that shifts an array element in
+  place by a plain amount and shifts it back or restores it, calling one of the notebook's functions
+  in between, ``scipy.optimize.approx_fprime`` and its kin, ``numdifftools``, the numerical
+  gradients of ``attention_course.testing``; and importing an autograd library (torch, jax,
+  autograd) in an exercise whose own cells (instructor's and solution's) import none.
 
 Cells are read after IPython's own input transformation (so ``!cmd`` and ``%magic`` are seen as
 the ``get_ipython()`` calls they are). A cell that does not parse is skipped: it cannot run either.
@@ -64,6 +71,20 @@ FORBIDDEN_MODULES = {
 # IPython keeps every executed cell's source in these names (in the grader, the student's own cells
 # only: the tests never run where the student's code runs).
 HISTORY_NAMES = {"In", "Out", "_ih", "_oh", "_dh", "_i", "_ii", "_iii"}
+# Numerical differentiation: what computes a gradient by finite differences for the caller.
+NUMERICAL_MODULES = {"numdifftools", "findiff", "scipy.differentiate"}
+NUMERICAL_FUNCTIONS = {"approx_fprime", "check_grad", "derivative", "numerical_vjp", "check_gradients",
+                       "check_layer_gradients"}
+NUMERICAL_HOMES = ("scipy", "attention_course.testing")   # where those functions are numerical differences
+# Autograd libraries: in an exercise whose own cells import none, the backward pass is to be written by hand.
+AUTOGRAD_MODULES = {"torch", "jax", "autograd"}
+# Methods of lists, dicts and arrays: calling one in a loop that moves an element is no sign of finite
+# differences.
+CONTAINER_METHODS = {"append", "extend", "insert", "pop", "remove", "clear", "copy", "get", "items", "keys", "values",
+                     "update", "setdefault", "sum", "mean", "max", "min", "prod", "std", "var", "argmax", "argmin",
+                     "reshape", "transpose", "swapaxes", "squeeze", "ravel", "flatten", "astype", "item", "tolist",
+                     "dot", "fill", "clip", "any", "all", "cumsum", "nonzero", "repeat", "take", "view", "iternext",
+                     "format", "join"}
 FORBIDDEN_ATTRIBUTES = {
     "os": {"_exit", "kill", "killpg", "fork", "forkpty", "system", "popen", "abort", "setsid",
            "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
@@ -85,6 +106,7 @@ class ScanContext:
     reference_names: set[str] = field(default_factory=set)           # names imported from the reference modules
     solution_names: set[str] = field(default_factory=set)            # bound at top level by the reference answers
     solution_reference_imports: set[str] = field(default_factory=set)  # "module:name" the reference answers import
+    autograd_imports: set[str] = field(default_factory=set)          # autograd libraries the instructor or answers import
 
 
 def _transform(source: str) -> ast.Module | None:
@@ -132,8 +154,66 @@ def _top_level_bindings(tree: ast.Module) -> dict[str, str]:
     return names
 
 
+def _imported_tops(tree: ast.AST) -> set[str]:
+    """The top-level packages a cell imports (``import torch.nn`` -> ``torch``)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _amount(value: ast.AST) -> bool:
+    """A plain amount: names and numbers, scaled (``eps``, ``2 * h``, ``-delta / 2``), nothing summed."""
+    if isinstance(value, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.USub, ast.UAdd)):
+        return _amount(value.operand)
+    return isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Mult, ast.Div, ast.Pow)) \
+        and _amount(value.left) and _amount(value.right)
+
+
+def _element_stores(node: ast.AST) -> dict[str, list[str]]:
+    """For each array element a loop stores into (``x[i]``, ``x.flat[i]``...), how, in the order of the
+    source: ``"up"``/``"down"`` for a shift by a plain amount (``x[i] += eps``, ``x[i] = old - eps``),
+    ``"sum"`` for another in-place sum, ``"set"`` for any other assignment."""
+    stores: list[tuple[int, int, str, str]] = []
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.AugAssign) and isinstance(inner.target, ast.Subscript):
+            shift = _amount(inner.value) and isinstance(inner.op, (ast.Add, ast.Sub))
+            kind = ("up" if isinstance(inner.op, ast.Add) else "down") if shift else \
+                "sum" if isinstance(inner.op, (ast.Add, ast.Sub)) else "set"
+            stores.append((inner.lineno, inner.col_offset, ast.unparse(inner.target), kind))
+        elif isinstance(inner, ast.Assign):
+            value = inner.value
+            shift = isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub)) and (
+                (_amount(value.right) and isinstance(value.left, (ast.Name, ast.Subscript)))
+                or (isinstance(value.op, ast.Add) and _amount(value.left) and isinstance(value.right, (ast.Name, ast.Subscript))))
+            for target in inner.targets:
+                if isinstance(target, ast.Subscript):
+                    kind = ("up" if isinstance(value.op, ast.Add) else "down") if shift else "set"
+                    stores.append((inner.lineno, inner.col_offset, ast.unparse(target), kind))
+    found: dict[str, list[str]] = {}
+    for *_, element, kind in sorted(stores):
+        found.setdefault(element, []).append(kind)
+    return found
+
+
+def _shifted_and_restored(kinds: list[str]) -> bool:
+    """A shift followed by the opposite shift or by an assignment (putting the value back): how finite
+    differences move an element. (Set, then accumulate: ``dx[t] = a; dx[t] += b`` is no perturbation.)"""
+    undo = {"up": {"down", "set"}, "down": {"up", "set"}}
+    return any(later in undo[kind] for index, kind in enumerate(kinds) if kind in undo for later in kinds[index + 1:])
+
+
 def build_context(instructor_cells: list[str], solution_cells: list[str]) -> ScanContext:
     context = ScanContext()
+    for source in instructor_cells + solution_cells:
+        tree = _transform(source)
+        if tree is not None:
+            context.autograd_imports.update(_imported_tops(tree) & AUTOGRAD_MODULES)
     for source in instructor_cells:
         tree = _transform(source)
         if tree is None:
@@ -173,6 +253,8 @@ class _CellScanner(ast.NodeVisitor):
         self.where = where
         self.findings: list[str] = []
         self.depth = 0
+        self.numerical_loop = 0         # inside a loop already flagged as finite differences
+        self.quotients: set[int] = set()  # differences of calls already flagged
 
     def flag(self, node: ast.AST, message: str) -> None:
         line = getattr(node, "lineno", "?")
@@ -214,6 +296,63 @@ class _CellScanner(ast.NodeVisitor):
             self.flag(node, f"imports {top} ({FORBIDDEN_MODULES[top]})")
         elif name is not None and top in FORBIDDEN_ATTRIBUTES and name in FORBIDDEN_ATTRIBUTES[top]:
             self.flag(node, f"imports {top}.{name}")
+        self._check_numerical_import(node, module, name)
+
+    def _numerical(self, full: str) -> bool:
+        """``full`` (a dotted name) is a numerical-differentiation module or function."""
+        parts = full.split(".")
+        if any(full == m or full.startswith(m + ".") for m in NUMERICAL_MODULES):
+            return True
+        return parts[-1] in NUMERICAL_FUNCTIONS and any(full.startswith(home + ".") for home in NUMERICAL_HOMES)
+
+    def _check_numerical_import(self, node: ast.AST, module: str, name: str | None) -> None:
+        full = f"{module}.{name}" if name else module
+        if self._numerical(full):
+            self.flag(node, f"imports {full}, which differentiates numerically: a backward pass by finite "
+                            "differences, not by hand")
+        top = module.split(".")[0]
+        if top in AUTOGRAD_MODULES and top not in self.context.autograd_imports:
+            self.flag(node, f"imports {top}, an autograd library this exercise does not use: its backward pass is "
+                            "to be written by hand")
+
+    def _user_callee(self, call: ast.Call) -> str | None:
+        """The name of a function the notebook itself defines or holds (not a module's, not a builtin, not
+        a list's or an array's method) that ``call`` calls, or None."""
+        name = _dotted(call.func)
+        if name is None:
+            return None
+        root = name.split(".")[0]
+        if root in self.modules or root in ("__builtins__", "builtins") or (root in BUILTIN_NAMES and "." not in name):
+            return None
+        if "." in name and name.rsplit(".", 1)[1] in CONTAINER_METHODS:
+            return None
+        return name
+
+    def _callees(self, node: ast.AST) -> set[str]:
+        return {callee for inner in ast.walk(node) if isinstance(inner, ast.Call)
+                and (callee := self._user_callee(inner)) is not None}
+
+    def _quotient_of_calls(self, node: ast.BinOp) -> tuple[ast.BinOp, str] | None:
+        """In the numerator of a division, a difference whose two sides call one same function of the
+        notebook's: ``(f(x + eps) - f(x - eps)) / (2 * eps)``, ``(np.sum(dout * f()[0]) - loss) / h``..."""
+        for inner in ast.walk(node.left):
+            if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub):
+                shared = self._callees(inner.left) & self._callees(inner.right)
+                if shared:
+                    return inner, sorted(shared)[0]
+        return None
+
+    def _perturbation_loop(self, node: ast.AST) -> tuple[str, str] | None:
+        """A loop that shifts an array element in place by a plain amount and puts it back (or shifts it the
+        other way), calling a function of the notebook's in between: (the element, the function), or None.
+        (Accumulating twice into one element, ``dh[t] += a; dh[t] += b``, is no perturbation.)"""
+        for element, kinds in _element_stores(node).items():
+            if _shifted_and_restored(kinds):
+                calls = [callee for inner in ast.walk(node) if isinstance(inner, ast.Call)
+                         and (callee := self._user_callee(inner)) is not None]
+                if calls:
+                    return element, max(calls, key=calls.count)
+        return None
 
     def _check_binding(self, node: ast.AST, name: str, origin: str | None = None) -> None:
         if self.depth:
@@ -255,6 +394,30 @@ class _CellScanner(ast.NodeVisitor):
     visit_GeneratorExp = _scoped
 
     # -- statements ------------------------------------------------------------------------
+    def _loop(self, node):
+        found = None if self.numerical_loop else self._perturbation_loop(node)
+        if found is not None:
+            element, callee = found
+            self.flag(node, f"differentiates numerically: a loop that shifts {element} in place and calls {callee}() "
+                            "each time (a backward pass by finite differences, not by hand)")
+            self.numerical_loop += 1
+        self.generic_visit(node)
+        if found is not None:
+            self.numerical_loop -= 1
+
+    visit_For = _loop
+    visit_AsyncFor = _loop
+    visit_While = _loop
+
+    def visit_BinOp(self, node):
+        if isinstance(node.op, ast.Div):
+            found = self._quotient_of_calls(node)
+            if found is not None and not self.numerical_loop and id(found[0]) not in self.quotients:
+                self.quotients.add(id(found[0]))
+                self.flag(node, f"differentiates numerically: a difference quotient of two calls of {found[1]}() "
+                                "(a backward pass by finite differences, not by hand)")
+        self.generic_visit(node)
+
     def visit_Import(self, node):
         for alias in node.names:
             self._check_import(node, alias.name, None)
@@ -287,6 +450,9 @@ class _CellScanner(ast.NodeVisitor):
             self.flag(node, "reaches __builtins__")
         if isinstance(node.ctx, ast.Load) and (node.id in HISTORY_NAMES or re.fullmatch(r"_i\d+", node.id)):
             self.flag(node, f"reads {node.id}, IPython's record of executed cells")
+        if isinstance(node.ctx, ast.Load) and node.id in self.modules and self._numerical(self.modules[node.id]):
+            self.flag(node, f"uses {self.modules[node.id]}, which differentiates numerically: a backward pass by "
+                            "finite differences, not by hand")
 
     def visit_Attribute(self, node):
         chain = []
@@ -316,6 +482,12 @@ class _CellScanner(ast.NodeVisitor):
             attribute = (module.split(".")[1:] + parts)[0] if (module.split(".")[1:] + parts) else ""
             if top in FORBIDDEN_ATTRIBUTES and attribute in FORBIDDEN_ATTRIBUTES[top]:
                 self.flag(node, f"uses {top}.{attribute}")
+            for length in range(1, len(parts) + 1):
+                full = ".".join([module, *parts[:length]])
+                if self._numerical(full):
+                    self.flag(node, f"uses {full}, which differentiates numerically: a backward pass by finite "
+                                    "differences, not by hand")
+                    break
         for attribute in chain:
             if attribute in ("__dict__", "__globals__", "__subclasses__", "__code__", "__builtins__",
                              "__closure__", "__self__", "f_back", "f_globals", "f_locals", "gi_frame", "tb_frame"):
@@ -454,7 +626,8 @@ def _answer(request: dict) -> list[str]:
     data = request["context"]
     context = ScanContext(instructor_names=dict(data["instructor_names"]), reference_names=set(data["reference_names"]),
                           solution_names=set(data["solution_names"]),
-                          solution_reference_imports=set(data["solution_reference_imports"]))
+                          solution_reference_imports=set(data["solution_reference_imports"]),
+                          autograd_imports=set(data.get("autograd_imports", ())))
     cells = [(str(where), str(source)) for where, source in request["cells"]]
     return scan_cells(cells, context, request.get("modules"))
 

@@ -156,6 +156,88 @@ def test_the_tasks_and_the_command_line_load_no_track_until_one_is_asked_for():
         assert not under(loaded, package), package
 
 
+# --- no import cycles --------------------------------------------------------------------------
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """``{module: the package's modules it imports}``, read from the source: every import statement,
+    those inside functions included (a deferred import still ties the two modules together)."""
+    def name_of(path: Path) -> str:
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(path): path for path in package.rglob("*.py")}
+
+    def targets(module: str, path: Path, node) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [alias.name for alias in node.names]
+        base = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for _ in range(max(node.level - 1, 0)):
+            base = base.rpartition(".")[0]
+        target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+        return [f"{target}.{alias.name}" if f"{target}.{alias.name}" in modules else target for alias in node.names]
+
+    graph = {}
+    for module, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in targets(module, path, node):
+                    while target and target not in modules:  # a name inside a module: the module
+                        target = target.rpartition(".")[0]
+                    if target and target != module:
+                        found.add(target)
+        graph[module] = found
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import one another round a circle (strongly connected, two or more)."""
+    order, low, stack, cycles = {}, {}, [], []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in order:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], order[other])
+        if low[module] == order[module]:
+            group = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return cycles
+
+
+def test_the_cycle_check_finds_a_deferred_import_round_a_circle(tmp_path):
+    package = tmp_path / "demo"
+    (package / "tasks").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text("from .tasks import pairs\n")
+    (package / "tasks" / "__init__.py").write_text("")
+    (package / "tasks" / "pairs.py").write_text("from .common import rules\n")
+    (package / "tasks" / "common.py").write_text("def rules():\n    from ..cli import main\n")
+    (package / "tasks" / "alone.py").write_text("import demo.tasks.pairs\n")
+    graph = import_graph(package)
+    assert graph["demo.tasks.common"] == {"demo.cli"} and graph["demo.tasks.alone"] == {"demo.tasks.pairs"}
+    assert import_cycles(graph) == [["demo.cli", "demo.tasks.common", "demo.tasks.pairs"]]
+
+
+def test_no_module_of_the_package_imports_itself_through_others():
+    """The command line sits above the tasks (``cli`` -> ``tasks`` -> ``tasks.options``), the tasks above the
+    tracks' registry: no import, deferred or not, leads back round."""
+    graph = import_graph(PACKAGE)
+    assert "attention_course.tasks.options" in graph["attention_course.tasks.common"], "the check must see imports"
+    assert import_cycles(graph) == []
+
+
 if __name__ == "__main__":
     # python tests/test_layering.py [PACKAGE]: list and count the track branches above the tracks of a
     # package folder (default this checkout's attention_course), e.g. of another commit's export.

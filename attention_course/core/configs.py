@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from .registries import HARD_BASELINES, HARD_ESTIMATORS, attention_spec, cell_spec, decoder_spec, score_spec
 
 __all__ = ["Seq2seqConfig", "OptionError", "TransformerConfig", "NTMConfig", "MODEL_CONFIGS", "model_config",
-           "ClassifierConfig", "CaptionerConfig", "MemoryConfig", "POOLINGS"]
+           "ClassifierConfig", "CaptionerConfig", "MemoryConfig", "ReaderConfig", "POOLINGS", "CAPTION_CONTEXTS"]
 
 
 class OptionError(ValueError):
@@ -199,6 +199,7 @@ def model_config(kind: str, values: dict):
 # --- chapter 9: attention at work -------------------------------------------------------------
 
 POOLINGS = ("attention", "mean", "last")  # how a classifier turns every state h_t into one vector
+CAPTION_CONTEXTS = ("attention", "static")  # what a caption decoder reads of the image at each word
 
 
 def _check_sizes(config, names) -> None:
@@ -255,6 +256,36 @@ class ClassifierConfig:
 
 
 @dataclass
+class ReaderConfig:
+    """An attentive reader for cloze questions (chapter 9; Hermann et al. 2015, as simplified by
+    Chen, Bolton & Manning 2016).
+
+    A bidirectional GRU reads the story, another the question; the question's encoding ``u``
+    (its forward state at the last word and its backward state at the first) scores every state
+    ``p_i`` of the story with the general score ``p_i^T W_a u``; the weighted sum of the ``p_i`` is
+    mapped to one logit per entity marker (``num_entities``). ``hidden_size`` is per direction.
+    """
+
+    vocab_size: int
+    num_entities: int
+    embed_dim: int = 32
+    hidden_size: int = 32
+    reset_after: bool = False
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        _check_sizes(self, ("vocab_size", "num_entities", "embed_dim", "hidden_size"))
+
+    @property
+    def state_size(self) -> int:
+        """The width of each story state ``p_i`` and of ``u``: ``2 * hidden_size``."""
+        return 2 * self.hidden_size
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
 class CaptionerConfig:
     """An image captioner with soft attention over a grid of features (chapter 9; Xu et al. 2015).
 
@@ -264,6 +295,9 @@ class CaptionerConfig:
     ``grid_size x grid_size`` grid. ``attention_size`` is the additive score's width ``A``;
     ``coverage_weight`` is ``lambda`` of the doubly stochastic regulariser
     ``lambda sum_l (1 - sum_t alpha_tl)^2``. ``reset_after`` picks torch's form of the GRU.
+    ``context``: ``"attention"`` (soft attention over the grid at every word) or ``"static"``, the
+    baseline without attention: every word reads the same vector, the mean of the grid's features
+    (the static representation of the image of the decks' standard model).
     """
 
     vocab_size: int
@@ -276,10 +310,13 @@ class CaptionerConfig:
     image_size: int = 64
     grid_size: int = 8
     cnn_channels: tuple = (16, 32)
+    context: str = "attention"
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
         _check_sizes(self, ("vocab_size", "feature_size", "embed_dim", "hidden_size", "attention_size"))
+        if self.context not in CAPTION_CONTEXTS:
+            raise ValueError(f"context must be one of {list(CAPTION_CONTEXTS)}, got {self.context!r}")
         if not float(self.coverage_weight) >= 0:
             raise ValueError(f"coverage_weight must be >= 0, got {self.coverage_weight}")
         self.cnn_channels = tuple(int(channels) for channels in self.cnn_channels)

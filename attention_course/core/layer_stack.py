@@ -17,20 +17,25 @@ from .registries import cell_spec
 __all__ = ["stack_layers"]
 
 
-def stack_layers(cells: Mapping[str, type], wrappers: tuple, cell: str, input_size: int,
-                 hidden_size: int, *, num_layers: int = 1, bidirectional: bool = False,
-                 residual: bool = False, **options):
-    """``num_layers`` layers of ``cell`` in the track's ``Stacked``; ``options`` go to
-    every layer.
-
-    ``reset_after`` is dropped for cells other than the GRU (it is a GRU option).
-    """
-    bidirectional_class, residual_class, stacked_class = wrappers
+def _cell_options(cell: str, num_layers: int, options: dict) -> dict:
+    """Check ``cell`` (a name of the registry) and ``num_layers``; the options a ``cell`` takes
+    (``reset_after`` is a GRU option, dropped for the others)."""
     cell_spec(cell)
     if num_layers < 1:
         raise ValueError(f"num_layers must be >= 1, got {num_layers}")
     if cell != "gru":
-        options.pop("reset_after", None)
+        options = {name: value for name, value in options.items() if name != "reset_after"}
+    return options
+
+
+def stack_layers(cells: Mapping[str, type], wrappers: tuple, cell: str, input_size: int,
+                 hidden_size: int, *, num_layers: int = 1, bidirectional: bool = False,
+                 residual: bool = False, **options):
+    """``num_layers`` layers of ``cell`` in the track's ``Stacked``; ``options`` go to
+    every layer (``reset_after`` only to a GRU's).
+    """
+    bidirectional_class, residual_class, stacked_class = wrappers
+    options = _cell_options(cell, num_layers, options)
 
     def one(size_in: int):
         return cells[cell](size_in, hidden_size, **options)

@@ -23,10 +23,14 @@ __all__ = ["warmup_inverse_sqrt"]
 def warmup_inverse_sqrt(step: int, warmup_steps: int | None) -> float:
     """The factor of the peak learning rate at ``step`` (counted from 1): a linear warm-up over
     ``warmup_steps`` steps, then ``sqrt(warmup_steps / step)``. ``None`` or 0: a constant 1."""
-    if step < 1:
-        raise ValueError(f"step: counted from 1, got {step}")
+    _check_steps(step, warmup_steps)
     if not warmup_steps:
         return 1.0
-    if warmup_steps < 0:
-        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
     return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+
+
+def _check_steps(step: int, warmup_steps: int | None) -> None:
+    if step < 1:
+        raise ValueError(f"step: counted from 1, got {step}")
+    if warmup_steps is not None and warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")

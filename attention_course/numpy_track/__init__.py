@@ -22,13 +22,14 @@ from .wrappers import Bidirectional, Residual, Stacked
 from .captioning import CaptionDecoder, GridAttention
 from .classifier import BinaryCrossEntropy, SequenceClassifier
 from .memory import MemN2N
+from .reader import AttentiveReader
 from .kernel_regression import KernelRegression
 from .pooling import AttentionPooling, LastStatePooling, MeanPooling
 from .transformer import LayerNorm, MultiHeadAttention, TransformerSeq2seq
 
 __all__ = [
     "KernelRegression", "AttentionPooling", "BinaryCrossEntropy", "CaptionDecoder", "GridAttention", "LastStatePooling", "MeanPooling", "MemN2N",
-    "SequenceClassifier",
+    "AttentiveReader", "SequenceClassifier",
     "BahdanauDecoder", "HardAttention", "LocalAttention", "make_attention",
     "LSTMBaseline", "LayerNorm", "MultiHeadAttention", "NTM", "SigmoidCrossEntropy", "TransformerSeq2seq",
     "SCORE_FUNCTIONS", "Adam", "AdditiveScore", "Affine", "Attention", "AttentionDecoder", "AttentionEncoder",

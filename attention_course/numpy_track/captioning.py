@@ -34,7 +34,7 @@ from .base import Layer, as_dtype, float_dtype
 from .layers import Affine, Embedding, SoftmaxCrossEntropy, softmax, softmax_backward
 from .recurrent import GRUCell
 
-__all__ = ["GridAttention", "CaptionDecoder", "coverage_penalty"]
+__all__ = ["GridAttention", "StaticImage", "CaptionDecoder", "coverage_penalty"]
 
 
 class GridAttention(Layer):
@@ -101,6 +101,51 @@ class GridAttention(Layer):
         return d_features, d_keys, d_query @ W.T
 
 
+class StaticImage(Layer):
+    """The baseline without attention: every step reads the same vector, the mean of the grid's
+    features (``context = (1/L) sum_l f_l``, as if ``alpha_l = 1/L`` whatever the state).
+
+    The interface of ``GridAttention`` (``project``, ``step``, ``step_backward``,
+    ``project_backward``), with no parameters and no keys (``attention_size`` 0).
+
+    Shapes:
+        features: (N, L, D_f).  returns: context (N, D_f), alpha (N, L), all 1/L.
+    """
+
+    attention_size = 0
+
+    def __init__(self, feature_size: int) -> None:
+        super().__init__()
+        self.feature_size = feature_size
+
+    def project(self, features: np.ndarray) -> np.ndarray:
+        float_dtype(features, "features")
+        check_array("features", features, ("N", "L", self.feature_size))
+        return features[:, :, :0]  # no keys: (N, L, 0)
+
+    def project_backward(self, features: np.ndarray, d_keys: np.ndarray) -> np.ndarray:
+        return np.zeros_like(features)
+
+    def step(self, features: np.ndarray, keys: np.ndarray, h_prev: np.ndarray):
+        """The image's one vector, whatever ``h_prev``."""
+        N, L, _ = features.shape
+        return features.mean(axis=1), np.full((N, L), 1 / L, dtype=features.dtype), (features.shape, h_prev)
+
+    def step_backward(self, d_context: np.ndarray, d_alpha: np.ndarray | None, cache):
+        """Returns ``(d_features, d_keys, d_h_prev)``: the mean's gradient, nothing else."""
+        (N, L, D), h_prev = cache
+        d_features = np.broadcast_to(d_context[:, None, :] / L, (N, L, D))
+        return d_features, np.zeros((N, L, 0), dtype=d_context.dtype), np.zeros_like(h_prev)
+
+
+def make_image_context(config: CaptionerConfig, rng=None) -> Layer:
+    """What the decoder reads of the image at each word, as ``config.context`` says."""
+    c = config
+    if c.context == "static":
+        return StaticImage(c.feature_size)
+    return GridAttention(c.feature_size, c.hidden_size, c.attention_size, rng=rng, dtype=np.dtype(c.dtype))
+
+
 def coverage_penalty(attention_weights: np.ndarray, step_mask: np.ndarray | None,
                      weight: float):
     """Xu et al.'s doubly stochastic regulariser and its gradient.
@@ -133,8 +178,8 @@ class CaptionDecoder(Layer):
 
     Built from ``config`` (a ``CaptionerConfig``): ``vocab_size``, ``feature_size`` (D_f),
     ``embed_dim``, ``hidden_size``, ``attention_size``, ``coverage_weight``, ``reset_after``,
-    ``dtype``; weights drawn in the order embed, init, attention, cell, combine, out (as on the
-    torch track).
+    ``context`` (``"static"``: the baseline without attention, ``StaticImage``), ``dtype``; weights
+    drawn in the order embed, init, attention, cell, combine, out (as on the torch track).
 
     Shapes:
         features: (N, L, D_f).  decoder_input, decoder_target: (N, T) int.  target_mask: (N, T) bool.
@@ -149,7 +194,7 @@ class CaptionDecoder(Layer):
         E, D, H = c.embed_dim, c.feature_size, c.hidden_size
         self.embed = self.add_child("embed", Embedding(c.vocab_size, E, rng=rng, dtype=dtype))
         self.init = self.add_child("init", Affine(D, H, rng=rng, dtype=dtype))
-        self.attention = self.add_child("attention", GridAttention(D, H, c.attention_size, rng=rng, dtype=dtype))
+        self.attention = self.add_child("attention", make_image_context(c, rng))
         self.cell = self.add_child("cell", GRUCell(E + D, H, reset_after=c.reset_after, rng=rng, dtype=dtype))
         self.combine = self.add_child("combine", Affine(H + D, H, rng=rng, dtype=dtype))
         self.out = self.add_child("out", Affine(H, c.vocab_size, rng=rng, dtype=dtype))

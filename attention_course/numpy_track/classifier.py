@@ -41,12 +41,17 @@ class BinaryCrossEntropy(Layer):
         super().__init__()
         self._cache = None
 
-    def forward(self, logits: np.ndarray, labels: np.ndarray) -> float:
+    @staticmethod
+    def _check_inputs(logits: np.ndarray, labels: np.ndarray) -> None:
+        """A wrong shape raises a ``ShapeError``, a label other than 0 or 1 a ``ValueError``."""
         float_dtype(logits, "logits")
         sizes = check_array("logits", logits, ("N",))
         check_array("labels", labels, ("N",), sizes, kind="int")
         if labels.size and not np.isin(labels, (0, 1)).all():
             raise ValueError(f"labels: expected 0 or 1, got {np.unique(labels).tolist()}")
+
+    def forward(self, logits: np.ndarray, labels: np.ndarray) -> float:
+        self._check_inputs(logits, labels)
         y = labels.astype(logits.dtype)
         losses = np.maximum(logits, 0) - logits * y + np.log1p(np.exp(-np.abs(logits)))
         self._cache = (logits, y)

@@ -80,6 +80,15 @@ def step_losses(logits: np.ndarray, targets: np.ndarray,
     return losses, real / max(real.sum(), 1.0)
 
 
+def _checked_step_weights(step_losses: np.ndarray, step_weights: np.ndarray | None, shape: tuple,
+                          dtype) -> np.ndarray:
+    """Check the shapes of ``step_losses`` and ``step_weights`` (N, T_dec); the weights, by default 1."""
+    check_array("step_losses", step_losses, shape)
+    step_weights = np.ones(shape, dtype=dtype) if step_weights is None else step_weights
+    check_array("step_weights", step_weights, shape)
+    return step_weights
+
+
 class HardAttention(Layer):
     """Hard attention for every decoder step at once: ``c_i = h_{z_i}``,
     ``z_i ~ softmax_j(e_ij)``.
@@ -132,6 +141,7 @@ class HardAttention(Layer):
         self.baseline_updates = 0  # ... and how often it moved
         self.attention_weights = None
         self.sampled_positions = None
+        self._step_losses = None
         self._cache = None
 
     def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray,
@@ -139,18 +149,13 @@ class HardAttention(Layer):
                 noise: np.ndarray | None = None) -> np.ndarray:
         dtype = check_attention_inputs(self, encoder_states, decoder_states, mask)
         N, T_enc, _ = encoder_states.shape
-        T_dec = decoder_states.shape[1]
         scores = self.score.forward(encoder_states, decoder_states)  # (N, T_dec, T_enc)
         real = np.ones((N, 1, T_enc), dtype=bool) if mask is None else mask[:, None, :]
         weights = masked_softmax(scores, real)  # alpha
-        perturbed = scores
-        if sample:  # Gumbel-max: the argmax of the perturbed scores is drawn from alpha
-            if noise is None:
-                noise = self.noise_rng.random(scores.shape).astype(dtype)
-            check_array("noise", noise, (N, T_dec, T_enc))
-            perturbed = scores + gumbel_noise(as_dtype(noise, dtype))
+        # Gumbel-max: the argmax of the perturbed scores is a draw from alpha
+        perturbed = scores + self._gumbel(scores, noise) if sample else scores
+        positions = np.where(real, perturbed, -np.inf).argmax(axis=-1)  # (N, T_dec): z_i
         anything = real.any(axis=-1)  # (N, 1): rows with a real source token
-        positions = np.where(real, perturbed, -np.inf).argmax(axis=-1)  # (N, T_dec)
         choice = (np.arange(T_enc) == positions[:, :, None]) & anything[:, :, None]
         choice = choice.astype(dtype)  # (N, T_dec, T_enc): one-hot z_i
         relaxed = None
@@ -161,34 +166,55 @@ class HardAttention(Layer):
         self._cache = (encoder_states, decoder_states, weights, choice, relaxed)
         return choice @ encoder_states  # (N, T_dec, H_enc): h_{z_i}
 
+    def _gumbel(self, scores: np.ndarray, noise: np.ndarray | None) -> np.ndarray:
+        """Gumbel noise of the scores' shape: from ``noise`` (uniform) if given, else drawn."""
+        dtype = scores.dtype
+        if noise is None:
+            noise = self.noise_rng.random(scores.shape).astype(dtype)
+        check_array("noise", noise, scores.shape)
+        return gumbel_noise(as_dtype(noise, dtype))
+
+    def set_step_losses(self, step_losses: np.ndarray, step_weights: np.ndarray | None = None) -> None:
+        """The losses ``l_i`` the last forward pass's samples led to, for the next ``backward``
+        (REINFORCE): how a model hands them over, since its decoder does not see them."""
+        self._step_losses = (step_losses, step_weights)
+
     def backward(self, d_context: np.ndarray, *, step_losses: np.ndarray | None = None,
                  step_weights: np.ndarray | None = None):
         encoder_states, decoder_states, weights, choice, relaxed = self._cache
         N, T_dec, T_enc = weights.shape
         check_array("d_context", d_context, (N, T_dec, self.encoder_size))
         d_encoder = choice.swapaxes(1, 2) @ d_context  # (N, T_enc, H_enc): pathwise
-        for grad in self.grads.values():  # the learned baseline's, if any
-            grad[...] = 0
         if self.estimator == "gumbel":
-            # Straight through: the one-hot's gradient is taken as the relaxed one's.
-            d_relaxed = d_context @ encoder_states.swapaxes(1, 2)  # (N, T_dec, T_enc)
-            d_scores = softmax_backward(relaxed, d_relaxed)
-            d_scores /= d_context.dtype.type(self.temperature)
-        elif step_losses is not None:
-            check_array("step_losses", step_losses, (N, T_dec))
-            if step_weights is None:
-                step_weights = np.ones((N, T_dec), dtype=d_context.dtype)
-            check_array("step_weights", step_weights, (N, T_dec))
-            baseline = self._baseline_values(decoder_states)
-            advantage = step_weights * (step_losses - baseline)  # (N, T_dec)
-            # (l_i - b_i) grad log alpha_{i z_i}; grad_e log alpha_z = onehot(z) - alpha
-            d_scores = advantage[:, :, None] * (choice - weights)
-            self._update_baseline(baseline, step_losses, step_weights, decoder_states)
+            d_scores = self._straight_through_backward(d_context)
         else:
-            d_scores = np.zeros_like(weights)
+            if step_losses is None and self._step_losses is not None:
+                step_losses, step_weights = self._step_losses
+            d_scores = self._reinforce_backward(step_losses, step_weights, d_context.dtype)
+        self._step_losses = None
         d_encoder_from_scores, d_decoder = self.score.backward(d_scores)
         d_encoder += d_encoder_from_scores
         return d_encoder, d_decoder
+
+    def _straight_through_backward(self, d_context: np.ndarray) -> np.ndarray:
+        """The scores' gradient, the one-hot's taken as the relaxed sample's: (N, T_dec, T_enc)."""
+        encoder_states, _, _, _, relaxed = self._cache
+        d_relaxed = d_context @ encoder_states.swapaxes(1, 2)  # (N, T_dec, T_enc)
+        return softmax_backward(relaxed, d_relaxed) / d_context.dtype.type(self.temperature)
+
+    def _reinforce_backward(self, step_losses, step_weights, dtype) -> np.ndarray:
+        """The scores' gradient ``(l_i - b_i) grad log alpha_{i z_i}`` (zero without losses):
+        (N, T_dec, T_enc). Moves the baseline."""
+        _, decoder_states, weights, choice, _ = self._cache
+        for grad in self.grads.values():  # the learned baseline's, if any
+            grad[...] = 0
+        if step_losses is None:
+            return np.zeros_like(weights)
+        step_weights = _checked_step_weights(step_losses, step_weights, weights.shape[:2], dtype)
+        baseline = self._baseline_values(decoder_states)
+        advantage = step_weights * (step_losses - baseline)  # (N, T_dec)
+        self._update_baseline(baseline, step_losses, step_weights, decoder_states)
+        return advantage[:, :, None] * (choice - weights)  # grad_e log alpha_z = onehot(z) - alpha
 
     def _baseline_values(self, decoder_states: np.ndarray) -> np.ndarray:
         """``b_i``: (N, T_dec)."""

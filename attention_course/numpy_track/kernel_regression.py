@@ -43,14 +43,19 @@ class KernelRegression(Layer):
         self.attention_weights = None
         self._cache = None
 
-    def forward(self, queries: np.ndarray, keys: np.ndarray, values: np.ndarray,
-                mask: np.ndarray | None = None) -> np.ndarray:
+    def _check_inputs(self, queries, keys, values, mask) -> np.dtype:
+        """Check the shapes (a wrong one raises a ``ShapeError`` naming it); the float dtype."""
         dtype = float_dtype(queries, "queries")
         sizes = check_array("queries", queries, ("Q",))
         sizes = check_array("keys", keys, ("K",), sizes)
         check_array("values", values, ("K",), sizes)
         if mask is not None:
             check_array("mask", mask, ("Q", "K"), sizes, kind="bool")
+        return dtype
+
+    def forward(self, queries: np.ndarray, keys: np.ndarray, values: np.ndarray,
+                mask: np.ndarray | None = None) -> np.ndarray:
+        dtype = self._check_inputs(queries, keys, values, mask)
         w = as_dtype(self.params["inverse_width"], dtype)[0]
         difference = queries[:, None] - keys[None, :]  # (Q, K)
         scores = -0.5 * (w * difference) ** 2

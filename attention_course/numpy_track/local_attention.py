@@ -157,41 +157,44 @@ class LocalAttention(Layer):
         gate = sigmoid(hidden @ v_p)  # (N, T_dec)
         return lengths[:, None].astype(dtype) * gate, (hidden, gate)
 
+    def _window(self, encoder_states, positions, lengths):
+        """The ``2D + 1`` positions ``j`` around ``round(p_i)``, which of them hold real tokens,
+        and their states: (N, T_dec, W) twice, (N, T_dec, W, H_enc)."""
+        D = self.window
+        centres = np.floor(positions + 0.5).astype(np.int64)  # (N, T_dec): round(p_i)
+        index = centres[:, :, None] + np.arange(-D, D + 1)  # (N, T_dec, W): positions j
+        inside = (index >= 0) & (index < lengths[:, None, None])  # real tokens only
+        gather = np.clip(index, 0, encoder_states.shape[1] - 1)
+        windows = encoder_states[np.arange(len(index))[:, None, None], gather]
+        return index, inside, windows
+
+    def _gaussian(self, distance: np.ndarray) -> np.ndarray:
+        """``exp(-(j - p_i)^2 / (2 sigma^2))`` for local-p, as in Luong et al.; local-m: 1 (its
+        window is the plain softmax)."""
+        if not self.predictive:
+            return np.ones_like(distance)
+        return np.exp(-distance * distance / distance.dtype.type(2 * self.sigma ** 2))
+
     def forward(self, encoder_states: np.ndarray, decoder_states: np.ndarray,
                 mask: np.ndarray | None = None, *, first_step: int = 0) -> np.ndarray:
         dtype = check_attention_inputs(self, encoder_states, decoder_states, mask)
         N, T_enc, H_enc = encoder_states.shape
-        T_dec, H_dec = decoder_states.shape[1:]
-        D, W = self.window, 2 * self.window + 1
         lengths = np.full(N, T_enc) if mask is None else mask.sum(axis=1)  # (N,): S_n
-
-        positions, position_cache = self._aligned_positions(decoder_states, lengths,
-                                                            first_step, dtype)
-        centres = np.floor(positions + 0.5).astype(np.int64)  # (N, T_dec): round(p_i)
-        index = centres[:, :, None] + np.arange(-D, D + 1)  # (N, T_dec, W): positions j
-        inside = (index >= 0) & (index < lengths[:, None, None])  # real tokens only
-        gather = np.clip(index, 0, T_enc - 1)
-        # (N, T_dec, W, H_enc): the states of each step's window
-        windows = encoder_states[np.arange(N)[:, None, None], gather]
-
-        # The score layers compare T_dec queries with T_enc keys; here every (n, i) is a
-        # batch row of its own, with one query and the W keys of its window.
+        positions, position_cache = self._aligned_positions(decoder_states, lengths, first_step, dtype)
+        index, inside, windows = self._window(encoder_states, positions, lengths)
+        N, T_dec, W = index.shape
+        # Every (n, i) is a batch row of its own for the score: one query, the W keys of its window.
         scores = self.score.forward(windows.reshape(N * T_dec, W, H_enc),
-                                    decoder_states.reshape(N * T_dec, 1, H_dec))
-        aligned = masked_softmax(scores.reshape(N, T_dec, W), inside)  # (N, T_dec, W)
+                                    decoder_states.reshape(N * T_dec, 1, -1))
+        aligned = masked_softmax(scores.reshape(N, T_dec, W), inside)  # softmax over the window
         distance = index.astype(dtype) - positions[:, :, None]  # j - p_i
-        # local-p only, as in Luong et al.: local-m's window is the plain softmax.
-        gaussian = (np.exp(-distance * distance / dtype.type(2 * self.sigma ** 2)) if self.predictive
-                    else np.ones_like(distance))
+        gaussian = self._gaussian(distance)
         weights = aligned * gaussian  # (N, T_dec, W)
-        context = (weights[:, :, None, :] @ windows)[:, :, 0]  # (N, T_dec, H_enc)
-
         self.positions, self.window_weights = positions, weights
-        self._cache = dict(decoder_states=decoder_states, windows=windows, index=index,
-                           inside=inside, gather=gather, aligned=aligned,
-                           gaussian=gaussian, distance=distance, lengths=lengths,
+        self._cache = dict(decoder_states=decoder_states, windows=windows, index=index, inside=inside,
+                           aligned=aligned, gaussian=gaussian, distance=distance, lengths=lengths,
                            position_cache=position_cache, T_enc=T_enc)
-        return context
+        return (weights[:, :, None, :] @ windows)[:, :, 0]  # c_i: (N, T_dec, H_enc)
 
     def backward(self, d_context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         c = self._cache
@@ -237,10 +240,10 @@ class LocalAttention(Layer):
         to a spare row ``T_enc``), so one step at a time an indexed ``+=`` is exact:
         ``T_dec`` small scatters instead of one slow ``np.add.at``.
         """
-        inside, gather, T_enc = (self._cache[k] for k in ("inside", "gather", "T_enc"))
+        index, inside, T_enc = (self._cache[k] for k in ("index", "inside", "T_enc"))
         N, T_dec, _, H_enc = d_windows.shape
         d_encoder = np.zeros((N, T_enc + 1, H_enc), dtype=d_windows.dtype)
-        positions = np.where(inside, gather, T_enc)  # (N, T_dec, W)
+        positions = np.where(inside, index, T_enc)  # (N, T_dec, W): inside, 0 <= j < T_enc
         rows = np.arange(N)[:, None]
         for i in range(T_dec):
             d_encoder[rows, positions[:, i]] += d_windows[:, i]

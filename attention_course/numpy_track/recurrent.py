@@ -188,42 +188,44 @@ class GRUCell(RNNCell):
         return {"W_h": as_dtype(self.params["W_h"], dtype), "b_h": as_dtype(self.params["b_h"], dtype)}
 
     def _step(self, xw, state, p):
+        step = self._torch_step if self.reset_after else self._lecture_step
+        return step(xw, state, p)
+
+    def _step_backward(self, cache, dstate, p, dW_h):
+        step_backward = self._torch_step_backward if self.reset_after else self._lecture_step_backward
+        return step_backward(cache, dstate, p, dW_h)
+
+    def _lecture_step(self, xw, state, p):
+        """The lectures' form: the reset gate scales ``h_{t-1}`` before the recurrent product."""
         (h_prev,) = state
         H = self.hidden_size
         W_h, b_h = p["W_h"], p["b_h"]
-        if self.reset_after:
-            hw = h_prev @ W_h + b_h  # (N, 3H)
-            rz = sigmoid(xw[:, :2 * H] + hw[:, :2 * H])
-            r, z = rz[:, :H], rz[:, H:]
-            n = np.tanh(xw[:, 2 * H:] + r * hw[:, 2 * H:])
-            cache = (h_prev, r, z, n, hw[:, 2 * H:])
-        else:
-            rz = sigmoid(xw[:, :2 * H] + h_prev @ W_h[:, :2 * H] + b_h[:2 * H])
-            r, z = rz[:, :H], rz[:, H:]
-            rh = r * h_prev
-            n = np.tanh(xw[:, 2 * H:] + rh @ W_h[:, 2 * H:] + b_h[2 * H:])
-            cache = (h_prev, r, z, n, rh)
+        rz = sigmoid(xw[:, :2 * H] + h_prev @ W_h[:, :2 * H] + b_h[:2 * H])
+        r, z = rz[:, :H], rz[:, H:]
+        rh = r * h_prev
+        n = np.tanh(xw[:, 2 * H:] + rh @ W_h[:, 2 * H:] + b_h[2 * H:])
         h = h_prev + z * (n - h_prev)
-        return (h,), cache
+        return (h,), (h_prev, r, z, n, rh)
 
-    def _step_backward(self, cache, dstate, p, dW_h):
-        h_prev, r, z, n, extra = cache
+    def _torch_step(self, xw, state, p):
+        """torch's form (``reset_after=True``): the reset gate scales ``h_{t-1} W_hn + b_hn``."""
+        (h_prev,) = state
+        H = self.hidden_size
+        hw = h_prev @ p["W_h"] + p["b_h"]  # (N, 3H)
+        rz = sigmoid(xw[:, :2 * H] + hw[:, :2 * H])
+        r, z = rz[:, :H], rz[:, H:]
+        n = np.tanh(xw[:, 2 * H:] + r * hw[:, 2 * H:])
+        h = h_prev + z * (n - h_prev)
+        return (h,), (h_prev, r, z, n, hw[:, 2 * H:])
+
+    def _lecture_step_backward(self, cache, dstate, p, dW_h):
+        h_prev, r, z, n, rh = cache
         (dh,) = dstate
         H = self.hidden_size
         W_h = p["W_h"]
         dz = dh * (n - h_prev)
         dn_pre = dh * z * (1 - n * n)
         dh_prev = dh * (1 - z)
-        if self.reset_after:
-            hw_n = extra
-            dr = dn_pre * hw_n
-            drz_pre = np.concatenate([dr * r * (1 - r), dz * z * (1 - z)], axis=1)
-            d_hw = np.concatenate([drz_pre, dn_pre * r], axis=1)  # (N, 3H): gradient of h W_h + b_h
-            dW_h += h_prev.T @ d_hw
-            dh_prev += d_hw @ W_h.T
-            dxw = np.concatenate([drz_pre, dn_pre], axis=1)
-            return dxw, (dh_prev,), d_hw
-        rh = extra
         d_rh = dn_pre @ W_h[:, 2 * H:].T
         dr = d_rh * h_prev
         dh_prev += d_rh * r
@@ -233,6 +235,19 @@ class GRUCell(RNNCell):
         dW_h[:, 2 * H:] += rh.T @ dn_pre
         dxw = np.concatenate([drz_pre, dn_pre], axis=1)
         return dxw, (dh_prev,), dxw
+
+    def _torch_step_backward(self, cache, dstate, p, dW_h):
+        h_prev, r, z, n, hw_n = cache
+        (dh,) = dstate
+        dz = dh * (n - h_prev)
+        dn_pre = dh * z * (1 - n * n)
+        dr = dn_pre * hw_n
+        drz_pre = np.concatenate([dr * r * (1 - r), dz * z * (1 - z)], axis=1)
+        d_hw = np.concatenate([drz_pre, dn_pre * r], axis=1)  # (N, 3H): gradient of h W_h + b_h
+        dW_h += h_prev.T @ d_hw
+        dh_prev = dh * (1 - z) + d_hw @ p["W_h"].T
+        dxw = np.concatenate([drz_pre, dn_pre], axis=1)
+        return dxw, (dh_prev,), d_hw
 
 
 class Recurrent(Layer):
@@ -280,69 +295,79 @@ class Recurrent(Layer):
             return self.cell._zeros(len(xs), dtype)
         return self.cell._check_state(initial_state, len(xs), dtype, "initial_state")
 
+    def _input_projection(self, xs: np.ndarray) -> np.ndarray:
+        """``x_t W_x + b`` for every step at once, one (N*T, D) @ (D, G*H) product: (N, T, G*H)."""
+        N, T, D = xs.shape
+        xw = xs.reshape(N * T, D) @ as_dtype(self.cell.params["W_x"], xs.dtype)
+        xw += self.cell._input_bias(xs.dtype)
+        return xw.reshape(N, T, -1)
+
     def forward(self, xs: np.ndarray, mask: np.ndarray | None = None,
                 initial_state=None) -> np.ndarray:
         state = self._initial_state(xs, mask, initial_state)
-        N, T, D = xs.shape
-        cell, dtype = self.cell, xs.dtype
-        G, H = cell.gates, self.hidden_size
-        p = cell._recurrent_params(dtype)
-        # The input projection of every step at once: (N*T, D) @ (D, G*H)
-        xw = xs.reshape(N * T, D) @ as_dtype(cell.params["W_x"], dtype)
-        xw += cell._input_bias(dtype)
-        xw = xw.reshape(N, T, G * H)
-        hs = np.empty((N, T, H), dtype=dtype)
+        N, T = xs.shape[:2]
+        xw = self._input_projection(xs)  # (N, T, G*H)
+        p = self.cell._recurrent_params(xs.dtype)
+        hs = np.empty((N, T, self.hidden_size), dtype=xs.dtype)
         steps = range(T - 1, -1, -1) if self.reverse else range(T)
         caches = [None] * T
         keep = None if mask is None else mask[:, :, None]  # (N, T, 1)
         for t in steps:
-            new_state, caches[t] = cell._step(xw[:, t], state, p)
+            new_state, caches[t] = self.cell._step(xw[:, t], state, p)
             if keep is None:
                 state = new_state
                 hs[:, t] = new_state[0]
             else:
                 k = keep[:, t]  # (N, 1): a padded step keeps the state and outputs 0
-                state = tuple(np.where(k, new, old)
-                              for new, old in zip(new_state, state))
+                state = tuple(np.where(k, new, old) for new, old in zip(new_state, state))
                 hs[:, t] = np.where(k, state[0], 0)
-        self.final_state = cell._from_tuple(state)
+        self.final_state = self.cell._from_tuple(state)
         self._cache = (xs, keep, caches, p, steps)
         return hs
+
+    def _final_state_grad(self, dhs: np.ndarray, d_final_state) -> tuple:
+        """Check ``dhs``; the gradient of the final state as a tuple (zeros when none is given)."""
+        xs = self._cache[0]
+        N, T = xs.shape[:2]
+        check_array("dhs", dhs, (N, T, self.hidden_size))
+        if d_final_state is None:
+            return self.cell._zeros(N, xs.dtype)
+        return self.cell._check_state(d_final_state, N, xs.dtype, "d_final_state")
+
+    def _parameter_grads(self, xs: np.ndarray, dxw: np.ndarray, dW_h: np.ndarray, db_h: np.ndarray) -> np.ndarray:
+        """Write the cell's gradients (``W_h`` and the GRU's ``b_h``, summed over the steps; ``W_x``
+        and ``b``, back through ``_input_projection``); return ``dxs``."""
+        N, T, D = xs.shape
+        grads = self.cell.grads
+        grads["W_h"][...] = dW_h
+        if "b_h" in grads:
+            grads["b_h"][...] = db_h
+        dxw2 = dxw.reshape(N * T, -1)
+        grads["W_x"][...] = xs.reshape(N * T, D).T @ dxw2
+        grads["b"][...] = dxw2.sum(axis=0)
+        return (dxw2 @ as_dtype(self.cell.params["W_x"], xs.dtype).T).reshape(N, T, D)
 
     def backward(self, dhs: np.ndarray, d_final_state=None) -> np.ndarray:
         xs, keep, caches, p, steps = self._cache
         cell = self.cell
-        N, T, D = xs.shape
-        dtype = xs.dtype
-        G, H = cell.gates, self.hidden_size
-        check_array("dhs", dhs, (N, T, H))
-        if d_final_state is None:
-            dstate = cell._zeros(N, dtype)
-        else:
-            dstate = cell._check_state(d_final_state, N, dtype, "d_final_state")
-        dxw = np.empty((N, T, G * H), dtype=dtype)
+        dstate = self._final_state_grad(dhs, d_final_state)
+        dxw = np.empty(xs.shape[:2] + (cell.gates * self.hidden_size,), dtype=xs.dtype)
         dW_h = np.zeros_like(p["W_h"])
-        db_h = np.zeros(G * H, dtype=dtype) if "b_h" in cell.params else None
+        db_h = np.zeros(dxw.shape[-1], dtype=xs.dtype)  # the GRU's recurrent bias
         for t in reversed(steps):
             if keep is None:
                 dnew = (dstate[0] + dhs[:, t],) + dstate[1:]
                 dxw[:, t], dstate, d_rec = cell._step_backward(caches[t], dnew, p, dW_h)
             else:
-                k = keep[:, t]
+                k = keep[:, t]  # a padded step passes its state's gradient straight through
                 dtotal = (dstate[0] + np.where(k, dhs[:, t], 0),) + dstate[1:]
                 dnew = tuple(np.where(k, d, 0) for d in dtotal)
                 dxw[:, t], dprev, d_rec = cell._step_backward(caches[t], dnew, p, dW_h)
                 dstate = tuple(dp + np.where(k, 0, d) for dp, d in zip(dprev, dtotal))
-            if db_h is not None:
+            if d_rec is not None:
                 db_h += d_rec.sum(axis=0)
-        dxw2 = dxw.reshape(N * T, G * H)
-        cell.grads["W_x"][...] = xs.reshape(N * T, D).T @ dxw2
-        cell.grads["W_h"][...] = dW_h
-        cell.grads["b"][...] = dxw2.sum(axis=0)
-        if db_h is not None:
-            cell.grads["b_h"][...] = db_h
         self.initial_state_grad = cell._from_tuple(dstate)
-        return (dxw2 @ as_dtype(cell.params["W_x"], dtype).T).reshape(N, T, D)
+        return self._parameter_grads(xs, dxw, dW_h, db_h)
 
 
 class RNN(Recurrent):

@@ -79,6 +79,12 @@ def _check_tokens(name: str, ids: np.ndarray, mask: np.ndarray | None, sizes: di
     return sizes
 
 
+def _batch_size(state: list) -> int:
+    """N of a list of layer states (arrays, or ``(h, c)`` tuples)."""
+    first = state[0]
+    return len(first[0] if isinstance(first, tuple) else first)
+
+
 class Encoder(Layer):
     """Embedding and recurrent layers; ``forward`` returns only the final state (the bottleneck).
 
@@ -171,8 +177,7 @@ class Decoder(Layer):
 
         Stops early once every sequence has produced ``stop_id``.
         """
-        first = initial_state[0]
-        N = len(first[0] if isinstance(first, tuple) else first)
+        N = _batch_size(initial_state)
         ids = np.full((N, 1), start_id, dtype=np.int64)
         state, out = initial_state, []
         finished = np.zeros(N, dtype=bool)
@@ -220,9 +225,8 @@ class AttentionDecoder(Layer):
     def attention_weights(self) -> np.ndarray:
         return self.attention.attention_weights
 
-    def _attend(self, decoder_states, encoder_states, source_mask, **options):
-        context = self.attention.forward(encoder_states, decoder_states, source_mask,
-                                         **options)  # (N, T_dec, H_enc)
+    def _combine(self, context, decoder_states):
+        """``h~_i = tanh(W_c [c_i ; s_i] + b_c)``."""
         joined = np.concatenate([context, decoder_states], axis=-1)  # [c_i ; s_i]
         return np.tanh(self.combine.forward(joined))  # (N, T_dec, H)
 
@@ -240,19 +244,18 @@ class AttentionDecoder(Layer):
         _check_tokens("decoder_input", decoder_input, None)
         embedded = self.embed.forward(decoder_input)  # (N, T_dec, D)
         decoder_states = self.rnn.forward(embedded, None, initial_state)  # s_i
-        self._attentional = self._attend(decoder_states, encoder_states, source_mask)
+        context = self.attention.forward(encoder_states, decoder_states, source_mask)  # c_i
+        self._attentional = self._combine(context, decoder_states)  # h~_i
         return self.out.forward(self._attentional)
 
-    def backward(self, d_logits: np.ndarray, **attention_options):
-        """Returns ``(d_encoder_states, d_initial_state)``; ``attention_options`` go to
-        the attention's backward (hard attention: ``step_losses``, ``step_weights``)."""
+    def backward(self, d_logits: np.ndarray):
+        """Returns ``(d_encoder_states, d_initial_state)``."""
         d_attentional = self.out.backward(d_logits)
         tanh_grad = 1 - self._attentional * self._attentional
         d_concat = self.combine.backward(d_attentional * tanh_grad)  # d[c_i ; s_i]
         H_enc = self.encoder_size
         d_context, d_states = d_concat[..., :H_enc], d_concat[..., H_enc:]
-        d_encoder_states, d_decoder_states = self.attention.backward(
-            d_context, **attention_options)
+        d_encoder_states, d_decoder_states = self.attention.backward(d_context)
         d_decoder_states += d_states
         self.embed.backward(self.rnn.backward(d_decoder_states))
         return d_encoder_states, self.rnn.initial_state_grad
@@ -270,8 +273,9 @@ class AttentionDecoder(Layer):
         for step in range(max_length):
             decoder_states = self.rnn.forward(self.embed.forward(ids), None, state)  # (N, 1, H)
             state = self.rnn.final_state
-            logits = self.out.forward(self._attend(decoder_states, encoder_states, source_mask,
-                                                   **self._decoding_options(step)))
+            context = self.attention.forward(encoder_states, decoder_states, source_mask,
+                                             **self._decoding_options(step))
+            logits = self.out.forward(self._combine(context, decoder_states))
             ids = logits.argmax(axis=-1)  # (N, 1)
             out.append(ids)
             weights.append(self.attention.attention_weights)
@@ -510,6 +514,15 @@ class _Model(Layer):
             check_array("target_mask", target_mask, decoder_input.shape, kind="bool")
 
 
+class _CrossEntropyOfEachStep(SoftmaxCrossEntropy):
+    """The mean cross-entropy, keeping each step's too, and its weight in the mean
+    (``step_losses``): what REINFORCE hands to hard attention as the loss of each step's draw."""
+
+    def forward(self, logits: np.ndarray, targets: np.ndarray, mask: np.ndarray | None = None) -> float:
+        self.step_losses = step_losses(logits, targets, mask)
+        return super().forward(logits, targets, mask)
+
+
 class Seq2seq(_Model):
     """The bottleneck baseline: an ``Encoder`` whose final state starts a ``Decoder``."""
 
@@ -557,7 +570,8 @@ class AttentionSeq2seq(_Model):
         self.decoder = self.add_child("decoder", DECODERS[config.decoder](config, rng))
         attention = self.decoder.attention
         self._reinforce = isinstance(attention, HardAttention) and attention.estimator == "reinforce"
-        self._step_losses = None
+        if self._reinforce:
+            self.loss_layer = _CrossEntropyOfEachStep()
 
     def _initial_state(self):
         state = self.encoder.final_state
@@ -572,17 +586,13 @@ class AttentionSeq2seq(_Model):
         initial_state = self._initial_state()
         logits = self.decoder.forward(decoder_input, encoder_states, initial_state,
                                       source_mask)
-        self._step_losses = None
-        if self._reinforce:  # hard attention trained by REINFORCE (chapter 8)
-            self._step_losses = step_losses(logits, decoder_target, target_mask)
         return self.loss_layer.forward(logits, decoder_target, target_mask)
 
     def backward(self, dloss: float = 1.0) -> None:
-        options = {}
-        if self._step_losses is not None:
-            losses, weights = self._step_losses
-            options = {"step_losses": losses, "step_weights": weights * dloss}
-        d_encoder_states, d_initial = self.decoder.backward(self.loss_layer.backward(dloss), **options)
+        if self._reinforce:  # each step's loss, the one its sample led to
+            losses, weights = self.loss_layer.step_losses
+            self.decoder.attention.set_step_losses(losses, weights * dloss)
+        d_encoder_states, d_initial = self.decoder.backward(self.loss_layer.backward(dloss))
         d_final = d_initial if self.bridge is None else self.bridge.backward(d_initial)
         self.encoder.backward(d_encoder_states, d_final)
 

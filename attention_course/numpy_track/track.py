@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.batches import in_chunks
-from ..core.configs import (CaptionerConfig, ClassifierConfig, MemoryConfig, NTMConfig, OptionError,
+from ..core.configs import (CaptionerConfig, ClassifierConfig, MemoryConfig, NTMConfig, OptionError, ReaderConfig,
                             TransformerConfig)
 from ..data import ParallelBatch, Vocabulary
 from ..decoding import Decoded
@@ -18,6 +18,7 @@ from .base import Layer
 from .captioning import CaptionDecoder
 from .classifier import SequenceClassifier
 from .memory import MemN2N
+from .reader import AttentiveReader
 from .ntm import NTM, LSTMBaseline, SigmoidCrossEntropy
 from .seq2seq import build_model as _build_model
 from .transformer import TransformerSeq2seq
@@ -45,7 +46,8 @@ LOSSES = {"bit_cross_entropy": SigmoidCrossEntropy}
 # The models a task builds, by kind: the class and the config it is built from ("attention" and
 # "seq2seq" are seq2seq.build_model's; "lstm", the copy task's baseline, is built from a mapping).
 MODELS = {"transformer": (TransformerSeq2seq, TransformerConfig), "classifier": (SequenceClassifier, ClassifierConfig),
-          "captioner": (CaptionDecoder, CaptionerConfig), "memory": (MemN2N, MemoryConfig), "ntm": (NTM, NTMConfig)}
+          "captioner": (CaptionDecoder, CaptionerConfig), "memory": (MemN2N, MemoryConfig),
+          "reader": (AttentiveReader, ReaderConfig), "ntm": (NTM, NTMConfig)}
 
 
 def check_options(device=None, amp: bool = False) -> None:
@@ -68,7 +70,7 @@ def is_model(obj) -> bool:
 def build_model(kind: str, config, seed: int = 0):
     """A fresh model, its weights drawn from ``seed`` (the same on both tracks): ``"attention"`` or
     ``"seq2seq"`` from a ``Seq2seqConfig``; ``"transformer"``, ``"classifier"``, ``"captioner"`` (the
-    decoder over given features), ``"memory"`` or ``"ntm"`` from their configs (``MODELS``);
+    decoder over given features), ``"memory"``, ``"reader"`` or ``"ntm"`` from their configs (``MODELS``);
     ``"lstm"`` (the copy task's baseline) from a mapping of ``input_size``, ``output_size``,
     ``hidden_size`` and ``dtype``."""
     rng = np.random.default_rng(seed)

@@ -54,6 +54,8 @@ __all__ = [
     "TransformerEncoder",
     "TransformerDecoder",
     "TransformerSeq2seq",
+    "LayerCache",
+    "KeyValueCache",
     "TransformerConfig",
 ]
 
@@ -164,10 +166,12 @@ class PositionalEncoding(Layer):
             )
         return self._table[:T]
 
-    def forward(self, x: np.ndarray) -> np.ndarray:
+    def forward(self, x: np.ndarray, start: int = 0) -> np.ndarray:
+        """``start``: the position of ``x[:, 0]`` (a decoder that writes one token at a time)."""
         dtype = float_dtype(x, "x")
         check_array("x", x, (None, None, self.d_model))
-        return x * dtype.type(np.sqrt(self.d_model)) + self.table(x.shape[1], dtype)
+        T = x.shape[1]
+        return x * dtype.type(np.sqrt(self.d_model)) + self.table(start + T, dtype)[start:]
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         return dout * dout.dtype.type(np.sqrt(self.d_model))
@@ -280,42 +284,29 @@ class MultiHeadAttention(Layer):
             )
         return N, T_q, T_k
 
-    def forward(
-        self,
-        query: np.ndarray,
-        source: np.ndarray | None = None,
-        key_mask: np.ndarray | None = None,
-        *,
-        causal: bool = False,
-    ) -> np.ndarray:
-        N, T_q, T_k = self._check(query, source, key_mask, causal)
+    def _projections(self, query: np.ndarray, source: np.ndarray | None):
+        """``Q, K, V`` (N, T, d_model) each: for self-attention (``source=None``) one product
+        ``query [W_q ; W_k ; W_v]``; else ``query W_q`` and ``source [W_k ; W_v]``."""
         dtype = query.dtype
-        if source is None:  # self-attention: one product for the three projections
-            W_qkv, b_qkv = self._weights("qkv", dtype)
-            Q, K, V = np.split(
-                _affine(query, W_qkv, b_qkv), 3, axis=-1
-            )  # (N, T, d_model)
-        else:
-            W_q, b_q = self._weights("q", dtype)
-            W_kv, b_kv = self._weights("kv", dtype)
-            Q = _affine(query, W_q, b_q)
-            K, V = np.split(_affine(source, W_kv, b_kv), 2, axis=-1)
-        scale = dtype.type(1.0 / np.sqrt(self.head_size))
-        Q_heads = (
-            self._split_heads(Q) * scale
-        )  # (N, h, T_q, d_k): scaled here, not the scores
-        K_heads, V_heads = (
-            self._split_heads(K),
-            self._split_heads(V),
-        )  # (N, h, T_k, d_k)
+        if source is None:
+            return np.split(_affine(query, *self._weights("qkv", dtype)), 3, axis=-1)
+        K, V = np.split(_affine(source, *self._weights("kv", dtype)), 2, axis=-1)
+        return _affine(query, *self._weights("q", dtype)), K, V
+
+    def forward(self, query: np.ndarray, source: np.ndarray | None = None,
+                key_mask: np.ndarray | None = None, *, causal: bool = False) -> np.ndarray:
+        N, T_q, T_k = self._check(query, source, key_mask, causal)
+        Q, K, V = self._projections(query, source)  # (N, T, d_model)
+        scale = query.dtype.type(1.0 / np.sqrt(self.head_size))
+        Q_heads = self._split_heads(Q) * scale  # (N, h, T_q, d_k): scaled here, not the scores
+        K_heads, V_heads = self._split_heads(K), self._split_heads(V)  # (N, h, T_k, d_k)
         scores = Q_heads @ K_heads.swapaxes(-1, -2)  # (N, h, T_q, T_k)
         mask = attention_mask(key_mask, T_q, T_k, causal)
         weights = softmax(scores) if mask is None else masked_softmax(scores, mask)
-        concat = self._merge_heads(weights @ V_heads)  # (N, T_q, d_model)
-        W_o, b_o = self._weights("o", dtype)
+        concat = self._merge_heads(weights @ V_heads)  # (N, T_q, d_model): [head_1 ; ... ; head_h]
         self.attention_weights = weights
         self._cache = (query, source, Q_heads, K_heads, V_heads, weights, concat, scale)
-        return _affine(concat, W_o, b_o)
+        return _affine(concat, *self._weights("o", query.dtype))
 
     def backward(self, d_out: np.ndarray):
         query, source, Q_heads, K_heads, V_heads, weights, concat, scale = self._cache
@@ -327,9 +318,7 @@ class MultiHeadAttention(Layer):
         d_V = self._merge_heads(weights.swapaxes(-1, -2) @ d_heads)  # (N, T_k, d_model)
         d_scores = softmax_backward(weights, d_weights)
         d_Q = self._merge_heads(d_scores @ K_heads) * scale  # (N, T_q, d_model)
-        d_K = self._merge_heads(
-            d_scores.swapaxes(-1, -2) @ Q_heads
-        )  # (N, T_k, d_model)
+        d_K = self._merge_heads(d_scores.swapaxes(-1, -2) @ Q_heads)  # (N, T_k, d_model)
         if source is None:  # the three projections of one input: their gradients add up
             d_qkv = np.concatenate([d_Q, d_K, d_V], axis=-1)
             self._param_grads("qkv", query, d_qkv)
@@ -339,6 +328,30 @@ class MultiHeadAttention(Layer):
         self._param_grads("kv", source, d_kv)
         d_query = _affine(d_Q, as_dtype(self.params["W_q"], dtype).T)
         return d_query, _affine(d_kv, self._weights("kv", dtype)[0].T)
+
+    def keys_values(self, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every head's keys and values of ``source`` (N, T, d_model): (N, h, T, d_k) each."""
+        K, V = np.split(_affine(source, *self._weights("kv", source.dtype)), 2, axis=-1)
+        return self._split_heads(K), self._split_heads(V)
+
+    def attend(self, query: np.ndarray, keys: np.ndarray, values: np.ndarray,
+               key_mask: np.ndarray | None = None) -> np.ndarray:
+        """``query`` (N, T_q, d_model) against keys and values already split into heads
+        (``keys_values``; a decoder's cache): the same computation as ``forward``, for decoding
+        (nothing is kept for a backward pass). Sets ``attention_weights``.
+
+        Shapes:
+            keys, values: (N, h, T_k, d_k).  key_mask: (N, T_k) bool or None.
+            returns: (N, T_q, d_model).
+        """
+        dtype = query.dtype
+        scale = dtype.type(1.0 / np.sqrt(self.head_size))
+        Q_heads = self._split_heads(_affine(query, *self._weights("q", dtype))) * scale  # (N, h, T_q, d_k)
+        scores = Q_heads @ keys.swapaxes(-1, -2)  # (N, h, T_q, T_k)
+        mask = attention_mask(key_mask, query.shape[1], keys.shape[2], False)
+        weights = softmax(scores) if mask is None else masked_softmax(scores, mask)
+        self.attention_weights = weights
+        return _affine(self._merge_heads(weights @ values), *self._weights("o", dtype))
 
     def _param_grads(self, names: str, x: np.ndarray, d_y: np.ndarray) -> None:
         """The gradients of ``y = x [W_a ; W_b ...] + [b_a ; b_b ...]``, per map."""
@@ -459,6 +472,23 @@ class TransformerDecoderLayer(Layer):
         )
         return self._transform.forward(y, self.feed_forward.forward)
 
+    def step(self, y: np.ndarray, encoder_states: np.ndarray, source_mask: np.ndarray | None,
+             cache: "LayerCache") -> np.ndarray:
+        """``forward`` for the newest position only, ``y`` (N, 1, d_model): its key and value join
+        the cache of the earlier positions', which its query attends over (they are all in its
+        past: no mask); the encoder's keys and values come from the cache too."""
+        def self_attention(x):
+            cache.append(*self.self_attention.keys_values(x))  # (N, h, 1, d_k) each
+            return self.self_attention.attend(x, cache.keys, cache.values)
+
+        def cross_attention(x):
+            return self.cross_attention.attend(x, *cache.source(self.cross_attention, encoder_states),
+                                               source_mask)
+
+        y = self._attend_self.forward(y, self_attention)
+        y = self._attend_source.forward(y, cross_attention)
+        return self._transform.forward(y, self.feed_forward.forward)
+
     def _cross_backward(self, d_out: np.ndarray) -> np.ndarray:
         d_query, self._d_encoder_states = self.cross_attention.backward(d_out)
         return d_query
@@ -468,6 +498,42 @@ class TransformerDecoderLayer(Layer):
         dy = self._attend_source.backward(dy, self._cross_backward)
         dy = self._attend_self.backward(dy, self.self_attention.backward)
         return dy, self._d_encoder_states
+
+
+class LayerCache:
+    """What one decoder layer keeps between decoding steps: the keys and values of every position
+    written so far (its self-attention's), and those of the encoder's states (its
+    cross-attention's, computed at the first step).
+
+    Shapes:
+        keys, values: (N, h, t, d_k) after t steps.
+    """
+
+    def __init__(self) -> None:
+        self.keys = self.values = None
+        self._source = None
+
+    def append(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Add the newest position's keys and values (N, h, 1, d_k) after the earlier ones'."""
+        if self.keys is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = np.concatenate([self.keys, keys], axis=2)
+            self.values = np.concatenate([self.values, values], axis=2)
+
+    def source(self, attention: MultiHeadAttention, encoder_states: np.ndarray):
+        """The encoder states' keys and values for ``attention``, computed once."""
+        if self._source is None:
+            self._source = attention.keys_values(encoder_states)
+        return self._source
+
+
+class KeyValueCache:
+    """A ``LayerCache`` per decoder layer, and the number of positions decoded so far."""
+
+    def __init__(self, num_layers: int) -> None:
+        self.layers = [LayerCache() for _ in range(num_layers)]
+        self.length = 0
 
 
 class TransformerEncoder(Layer):
@@ -563,6 +629,18 @@ class TransformerDecoder(Layer):
             y = self.norm.forward(y)
         return self.out.forward(y)
 
+    def step(self, ids: np.ndarray, encoder_states: np.ndarray, source_mask: np.ndarray | None,
+             cache: KeyValueCache) -> np.ndarray:
+        """The logits (N, V) of the next token after ``ids`` (N,), the newest token: one position
+        through every layer, the earlier ones' keys and values read from ``cache``."""
+        y = self.positions.forward(self.embed.forward(ids[:, None]), start=cache.length)  # (N, 1, d)
+        for layer, layer_cache in zip(self.layers, cache.layers):
+            y = layer.step(y, encoder_states, source_mask, layer_cache)
+        cache.length += 1
+        if self.norm is not None:
+            y = self.norm.forward(y)
+        return self.out.forward(y)[:, 0]
+
     def backward(self, d_logits: np.ndarray) -> np.ndarray:
         """Returns the encoder states' gradient (the sum over the layers' cross-attentions)."""
         dy = self.out.backward(d_logits)
@@ -625,30 +703,50 @@ class TransformerSeq2seq(Layer):
             ),
         }
 
-    def generate(
-        self,
-        source,
-        source_mask,
-        start_id: int,
-        max_length: int,
-        stop_id: int | None = None,
-        *,
-        all_weights: bool = False,
-    ):
-        """Greedy decoding: each step runs the decoder over the prefix written so far
-        and appends the most likely token; stops once every row has written ``stop_id``.
+    def generate(self, source, source_mask, start_id: int, max_length: int, stop_id: int | None = None, *,
+                 all_weights: bool = False, use_cache: bool = True):
+        """Greedy decoding: append the most likely token, one step at a time; stop once every row
+        has written ``stop_id``.
 
-        Returns ids (N, T_out) and the last layer's cross-attention averaged over the
-        heads (N, T_out, T_enc), the alignment the other models show; with
-        ``all_weights=True``, every layer's and head's weights instead
-        (``attention_maps``, for the whole output).
+        With ``use_cache`` (the default) each step runs the decoder on the newest token only,
+        reading the keys and values of the earlier ones from a ``KeyValueCache``
+        (``_decode_cached``); without, each step runs it again over the whole prefix written so
+        far (``_decode_uncached``). Both write the same tokens.
+
+        Returns ids (N, T_out) and the last layer's cross-attention averaged over the heads
+        (N, T_out, T_enc), the alignment the other models show; with ``all_weights=True``,
+        every layer's and head's weights instead (as ``attention_maps``, for the whole output).
         """
         encoder_states = self.encoder.forward(source, source_mask)
-        N = source.shape[0]
+        decode = self._decode_cached if use_cache else self._decode_uncached
+        ids, maps = decode(encoder_states, source_mask, start_id, max_length, stop_id)
+        maps["encoder"] = np.stack(self.encoder.attention_weights)
+        return ids, (maps if all_weights else maps["cross"][-1].mean(axis=1))
+
+    def _decode_cached(self, encoder_states, source_mask, start_id, max_length, stop_id):
+        N = encoder_states.shape[0]
+        cache = KeyValueCache(len(self.decoder.layers))
+        ids = np.full((N, 1), start_id, dtype=np.int64)
+        finished = np.zeros(N, dtype=bool)
+        steps = []  # each step's weights: (L, N, h, 1, t) self-attention, (L, N, h, 1, T_enc) cross
+        for _ in range(max_length):
+            logits = self.decoder.step(ids[:, -1], encoder_states, source_mask, cache)  # (N, V)
+            next_ids = logits.argmax(axis=-1)  # (N,)
+            ids = np.concatenate([ids, next_ids[:, None]], axis=1)
+            steps.append([(layer.self_attention.attention_weights, layer.cross_attention.attention_weights)
+                          for layer in self.decoder.layers])
+            if stop_id is not None:
+                finished |= next_ids == stop_id
+                if finished.all():
+                    break
+        return ids[:, 1:], _maps_from_steps(steps)
+
+    def _decode_uncached(self, encoder_states, source_mask, start_id, max_length, stop_id):
+        N = encoder_states.shape[0]
         ids = np.full((N, 1), start_id, dtype=np.int64)
         finished = np.zeros(N, dtype=bool)
         for _ in range(max_length):
-            logits = self.decoder.forward(ids, encoder_states, source_mask)
+            logits = self.decoder.forward(ids, encoder_states, source_mask)  # the whole prefix again
             next_ids = logits[:, -1].argmax(axis=-1)  # (N,)
             ids = np.concatenate([ids, next_ids[:, None]], axis=1)
             if stop_id is not None:
@@ -659,4 +757,17 @@ class TransformerSeq2seq(Layer):
         # pass over the output has them all.
         self.decoder.forward(ids[:, :-1], encoder_states, source_mask)
         maps = self.attention_maps()
-        return ids[:, 1:], (maps if all_weights else maps["cross"][-1].mean(axis=1))
+        return ids[:, 1:], {"decoder": maps["decoder"], "cross": maps["cross"]}
+
+
+def _maps_from_steps(steps: list) -> dict[str, np.ndarray]:
+    """Every layer's and head's weights of a cached decoding, one step a row: ``"decoder"``
+    (L, N, h, T_out, T_out), zero above the diagonal, and ``"cross"`` (L, N, h, T_out, T_enc)."""
+    T_out = len(steps)
+    layers = []
+    for index in range(len(steps[0])):
+        own = [step[index][0] for step in steps]  # (N, h, 1, t + 1) at step t
+        rows = [np.pad(w, [(0, 0), (0, 0), (0, 0), (0, T_out - w.shape[-1])]) for w in own]
+        cross = [step[index][1] for step in steps]  # (N, h, 1, T_enc)
+        layers.append((np.concatenate(rows, axis=2), np.concatenate(cross, axis=2)))
+    return {"decoder": np.stack([own for own, _ in layers]), "cross": np.stack([cross for _, cross in layers])}

@@ -93,14 +93,11 @@ class Residual(Layer):
 
     def forward(self, xs: np.ndarray, mask: np.ndarray | None = None,
                 initial_state=None) -> np.ndarray:
-        out = self.layer.forward(xs, mask, initial_state)
-        if out.shape != xs.shape:
-            raise ShapeError(f"Residual: the wrapped layer maps {xs.shape} to "
-                             f"{out.shape}; a skip connection needs equal shapes")
+        out = _same_shape(self.layer.forward(xs, mask, initial_state), xs)
         out += xs
         self._keep = None if mask is None else mask[:, :, None]
         if self._keep is not None:
-            out *= self._keep
+            out *= self._keep  # padded positions stay zero
         return out
 
     def backward(self, dys: np.ndarray, d_final_state=None) -> np.ndarray:
@@ -109,6 +106,14 @@ class Residual(Layer):
         dxs = self.layer.backward(dys, d_final_state)
         dxs += dys
         return dxs
+
+
+def _same_shape(out: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """``out``, if the wrapped layer kept the shape of its input ``xs``; else a ShapeError."""
+    if out.shape != xs.shape:
+        raise ShapeError(f"Residual: the wrapped layer maps {xs.shape} to "
+                         f"{out.shape}; a skip connection needs equal shapes")
+    return out
 
 
 class Stacked(Layer):
@@ -132,17 +137,22 @@ class Stacked(Layer):
 
     def forward(self, xs: np.ndarray, mask: np.ndarray | None = None,
                 initial_state=None) -> np.ndarray:
-        if initial_state is None:
-            initial_state = [None] * len(self.layers)
-        elif len(initial_state) != len(self.layers):
-            raise ValueError(f"initial_state: expected a list of {len(self.layers)} "
-                             f"states, got {len(initial_state)}")
         states = []
-        for layer, state in zip(self.layers, initial_state):
+        for layer, state in zip(self.layers, self._initial_states(initial_state)):
             xs = layer.forward(xs, mask, state)
             states.append(layer.final_state)
         self.final_state = states
         return xs
+
+    def _initial_states(self, initial_state) -> list:
+        """One initial state per layer (``None``: each layer's own); a list of another length
+        raises a ValueError."""
+        if initial_state is None:
+            return [None] * len(self.layers)
+        if len(initial_state) != len(self.layers):
+            raise ValueError(f"initial_state: expected a list of {len(self.layers)} "
+                             f"states, got {len(initial_state)}")
+        return initial_state
 
     def backward(self, dys: np.ndarray, d_final_state=None) -> np.ndarray:
         grads = [None] * len(self.layers)

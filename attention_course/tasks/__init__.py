@@ -10,6 +10,7 @@ and the fields of its JSON summary, and the module that trains it. One module pe
     classify            attention pooling for classification, three data variants (chapter 9)
     caption             soft visual attention for image captioning (chapter 9)
     question_answering  end-to-end memory networks on bAbI-like stories (chapter 9; ``--task babi``)
+    cloze               the attentive reader on cloze questions about generated stories (chapter 9)
 
 and beside them:
 
@@ -99,8 +100,9 @@ TASKS = {task.name: task for task in (
          **_CLASSIFY),
     Task("classify-order", "the same, where the order of 'ping' and 'pong' decides the label",
          settings={"variant": "order"}, **_CLASSIFY),
-    Task("caption", "captions for images of coloured shapes, with soft attention over a grid of features",
-         module="caption", data="attention_course.tasks.caption:make_data", models=("attention",),
+    Task("caption", "captions for images of coloured shapes, with soft attention over a grid of features "
+                    "(--model static: the baseline without attention, one vector of the image)",
+         module="caption", data="attention_course.tasks.caption:make_data", models=("attention", "static"),
          metric="test_exact_match",
          summary=("test_exact_match", "test_bleu", "object_hit_rate", "object_hit_rate_by_word", "coverage_weight",
                   "validation_exact_match", "n_parameters", "track", "device", "model", "task", "seed", "n_train")),
@@ -108,6 +110,13 @@ TASKS = {task.name: task for task in (
          data="attention_course.tasks.question_answering:make_data", models=("attention",), metric="test_accuracy",
          summary=("test_accuracy", "test_accuracy_by_kind", "supporting_hit_rate_by_hop", "validation_accuracy",
                   "n_parameters", "track", "device", "model", "task", "seed", "n_train")),
+    Task("cloze", "cloze questions about generated stories of anonymised entities, answered by an attentive "
+                  "reader", module="cloze", data="attention_course.tasks.cloze:make_data", models=("attention",),
+         metric="test_accuracy",
+         summary=("test_accuracy", "mention_weight", "mention_hit_rate", "mention_hit_rate_by_blank",
+                  "near_mention_hit_rate", "near_mention_hit_rate_by_blank", "answer_mentions_weight",
+                  "supporting_sentence_weight", "uniform_mention_weight", "validation_accuracy", "n_parameters",
+                  "track", "device", "model", "task", "seed", "n_train")),
 )}
 
 # Sequence pairs from the TSV files of ``--train`` and ``--test`` (``--level`` says what a symbol is).

@@ -11,10 +11,13 @@ reads is the track's choice (its ``TASK_DEFAULTS["caption"]["inputs"]``):
 * ``"images"`` (the torch track's ``CNNCaptioner``): the pixels, through a small CNN (four 2x2
   convolutions of stride 2, a 4x4 grid of 16 features) trained with the decoder end to end.
 
+``--model static`` trains the baseline without attention instead: every word reads the same
+vector, the mean of the grid's features (``CaptionerConfig.context = "static"``).
+
 Measured on held-out images: exact match and BLEU (sacrebleu) of the greedy captions, and for
 every object word of the test captions (a colour or a shape; teacher forcing) whether the grid
 cell with the largest weight lies on that object (``object_hit_rate``), from the generator's
-object masks.
+object masks (``None`` for the static baseline, which has no weights to look with).
 """
 
 from __future__ import annotations
@@ -123,8 +126,9 @@ def measure(model, track: str, data: CaptionData, inputs: np.ndarray | None = No
     """Greedy captions, exact match, BLEU, and the object words' hit rate (teacher forcing).
 
     Returns a dict: ``exact_match``, ``bleu``, ``object_hit_rate`` (and ``object_hit_rate_by_word``,
-    for colour and shape words apart), ``captions`` (the greedy ones), ``generated_attention``
-    (N, T_out, L, while generating) and ``attention`` (N, T, L, teacher forcing).
+    for colour and shape words apart; ``None`` for the static baseline), ``captions`` (the greedy
+    ones), ``generated_attention`` (N, T_out, L, while generating) and ``attention`` (N, T, L,
+    teacher forcing).
     """
     call = get_track(track).call
     inputs = model_inputs(track, data) if inputs is None else inputs
@@ -133,27 +137,31 @@ def measure(model, track: str, data: CaptionData, inputs: np.ndarray | None = No
     captions = [VOCAB.decode(row) for row in ids]
     decoder_input, _, _ = encode_captions(data.captions, VOCAB)
     attention = call(model, "attend", inputs, decoder_input, batch_size=256)
-    grid_size = model.config.grid_size
-    hits = object_hits(attention, data, grid_size)
-    rows, steps = np.nonzero(data.word_objects != NO_OBJECT)
-    words = np.array([data.captions[row].split(" ")[step] for row, step in zip(rows, steps)])
-    return {
+    measured = {
         "exact_match": float(np.mean([c == r for c, r in zip(captions, data.captions)])),
         "bleu": bleu(captions, data.captions),
-        "object_hit_rate": float(hits.mean()),
-        "object_hit_rate_by_word": {"colour": float(hits[np.isin(words, COLOUR_NAMES)].mean()),
-                                    "shape": float(hits[np.isin(words, SHAPE_NAMES)].mean())},
+        "object_hit_rate": None,
+        "object_hit_rate_by_word": None,
         "captions": captions,
         "generated_attention": generated_attention,
         "attention": attention,
     }
+    if model.config.context == "attention":  # the static baseline's weights are 1/L everywhere
+        hits = object_hits(attention, data, model.config.grid_size)
+        rows, steps = np.nonzero(data.word_objects != NO_OBJECT)
+        words = np.array([data.captions[row].split(" ")[step] for row, step in zip(rows, steps)])
+        measured["object_hit_rate"] = float(hits.mean())
+        measured["object_hit_rate_by_word"] = {"colour": float(hits[np.isin(words, COLOUR_NAMES)].mean()),
+                                               "shape": float(hits[np.isin(words, SHAPE_NAMES)].mean())}
+    return measured
 
 
 def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation: int = 300, n_test: int = 500,
-          embed_dim: int = 32, hidden_size: int | None = None, attention_size: int = 32,
+          model: str = "attention", embed_dim: int = 32, hidden_size: int | None = None, attention_size: int = 32,
           coverage_weight: float = 0.0, lr: float | None = None, batch_size: int | None = None,
           eval_every: int = 50, device: str = "cpu", progress: bool = False, log=None, **stopping) -> TaskRun:
-    """Generate images and captions, train a captioner on ``track``, and measure it on the test images.
+    """Generate images and captions, train a captioner on ``track`` (``model``: ``"attention"``, or
+    ``"static"``, the baseline without attention), and measure it on the test images.
 
     ``stopping``: ``epochs``, ``max_steps``, ``max_seconds``, ``target_accuracy`` (validation
     exact match); by default the track's epochs (20 NumPy, 30 torch), or every validation caption right.
@@ -168,8 +176,8 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
     config = CaptionerConfig(len(VOCAB), feature_size, embed_dim=embed_dim,
                              hidden_size=hidden_size or defaults["hidden_size"], attention_size=attention_size,
                              coverage_weight=coverage_weight, reset_after=defaults["reset_after"],
-                             grid_size=defaults["grid_size"], cnn_channels=defaults["cnn_channels"])
-    model = implementation.build_model("captioner", config, seed)
+                             grid_size=defaults["grid_size"], cnn_channels=defaults["cnn_channels"], context=model)
+    captioner = implementation.build_model("captioner", config, seed)
     decoder_input, decoder_target, target_mask = encode_captions(train_data.captions, VOCAB)
     length = decoder_input.shape[1]
     rules = {name: value for name, value in stopping.items() if value is not None} or stopping_defaults(track)
@@ -177,13 +185,13 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
                                eval_every=eval_every, seed=seed, **rules)
 
     def evaluate() -> float:
-        ids, _ = implementation.call(model, "generate", validation_inputs, VOCAB.bos_id, length, None, batch_size=256)
+        ids, _ = implementation.call(captioner, "generate", validation_inputs, VOCAB.bos_id, length, None, batch_size=256)
         return float(np.mean([VOCAB.decode(row) == caption for row, caption in zip(ids, validation.captions)]))
 
     arrays = {defaults["inputs"]: train_inputs, "decoder_input": decoder_input, "decoder_target": decoder_target,
               "target_mask": target_mask}
-    result = implementation.fit(model, arrays, train_config, evaluate, progress=progress, log=log, device=device)
-    measured = measure(model, track, test)
+    result = implementation.fit(captioner, arrays, train_config, evaluate, progress=progress, log=log, device=device)
+    measured = measure(captioner, track, test)
     summary = {
         "test_exact_match": measured["exact_match"],
         "test_bleu": round(measured["bleu"], 2),
@@ -192,15 +200,15 @@ def train(track: str = "numpy", seed: int = 0, n_train: int = 3000, n_validation
         "coverage_weight": coverage_weight,
         "validation_exact_match": result.test_exact_match,
         **result_summary(result),
-        "n_parameters": implementation.num_parameters(model),
+        "n_parameters": implementation.num_parameters(captioner),
         "track": track,
         "device": device,
-        "model": "attention",
+        "model": model,
         "task": "caption",
         "seed": seed,
         "n_train": n_train,
     }
-    return TaskRun(model=model, summary=summary, result=result, test=test, extra={"measured": measured})
+    return TaskRun(model=captioner, summary=summary, result=result, test=test, extra={"measured": measured})
 
 
 # Options of ``attention-course train`` that this task reads.
@@ -209,10 +217,10 @@ OPTIONS = TASK_OPTIONS
 
 def train_command(args, task) -> dict:
     """``attention-course train --task caption``: train, write ``history.json``, return the summary."""
-    check_task_command(args, task, OPTIONS, "has one model, attention")
+    check_task_command(args, task, OPTIONS, "trains attention or static (the baseline without attention)")
 
-    run = train(track=args.track, seed=args.seed, n_train=args.n_train or 3000, n_test=args.n_test or 500,
-                embed_dim=args.embed_dim, hidden_size=args.hidden_size, lr=args.lr, batch_size=args.batch_size,
+    run = train(track=args.track, seed=args.seed, model=args.model, n_train=args.n_train or 3000,
+                n_test=args.n_test or 500, embed_dim=args.embed_dim, hidden_size=args.hidden_size, lr=args.lr, batch_size=args.batch_size,
                 eval_every=args.eval_every, device=args.device or "cpu", progress=not args.no_progress,
                 log=log_to_stderr, **stopping_rules(args, stopping_defaults(args.track)))
     return finish_command(args, run)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..core.configs import OptionError
 from ..training import TrainResult, write_history
+from .options import train_defaults
 
 __all__ = ["TaskRun", "RESET_AFTER", "TASK_OPTIONS", "track_settings", "given_options", "check_options",
            "check_task_command", "log_to_stderr", "finish_command", "stopping_rules"]
@@ -50,9 +51,7 @@ TASK_OPTIONS = frozenset({"task", "track", "device", "model", "n_train", "n_test
 
 def given_options(args) -> set[str]:
     """The options of ``attention-course train`` set to something other than their default."""
-    from ..cli import build_parser
-
-    defaults = vars(build_parser().parse_args(["train"]))
+    defaults = train_defaults()
     return {name for name, value in vars(args).items() if name in defaults and value != defaults[name]}
 
 

@@ -3,7 +3,8 @@
     python -m attention_course.tasks.experiments --out book/results/09_applications.json
 
 (The committed results were made before the tasks moved here, by the same code under its old name,
-``python -m attention_course.applications.experiments``, which still runs it.)
+``python -m attention_course.applications.experiments``; that name is gone, and the file records the
+command as it was typed.)
 
 Every run trains from scratch with the task's defaults (the registry's ``classify``, ``caption``,
 ``babi``);

@@ -22,13 +22,14 @@ from .wrappers import Bidirectional, Residual, Stacked
 from .captioning import CaptionDecoder, GridAttention, CNNCaptioner, ConvEncoder
 from .classifier import BinaryCrossEntropy, SequenceClassifier
 from .memory import MemN2N
+from .reader import AttentiveReader
 from .kernel_regression import KernelRegression
 from .pooling import AttentionPooling, LastStatePooling, MeanPooling
 from .transformer import LayerNorm, MultiHeadAttention, TransformerSeq2seq
 
 __all__ = [
     "KernelRegression", "AttentionPooling", "BinaryCrossEntropy", "CaptionDecoder", "GridAttention", "LastStatePooling", "MeanPooling", "MemN2N",
-    "SequenceClassifier", "CNNCaptioner", "ConvEncoder",
+    "AttentiveReader", "SequenceClassifier", "CNNCaptioner", "ConvEncoder",
     "BahdanauDecoder", "HardAttention", "LocalAttention", "make_attention",
     "LSTMBaseline", "LayerNorm", "MultiHeadAttention", "NTM", "SigmoidCrossEntropy", "TransformerSeq2seq",
     "SCORE_FUNCTIONS", "AdditiveScore", "Affine", "Attention", "AttentionDecoder", "AttentionEncoder",

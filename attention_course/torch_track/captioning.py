@@ -27,7 +27,7 @@ from .base import check_tensor, register_params, resolve_dtype
 from .layers import Affine, Embedding, SoftmaxCrossEntropy
 from .recurrent import GRUCell
 
-__all__ = ["GridAttention", "CaptionDecoder", "coverage_penalty", "ConvEncoder", "CNNCaptioner"]
+__all__ = ["GridAttention", "StaticImage", "CaptionDecoder", "coverage_penalty", "ConvEncoder", "CNNCaptioner"]
 
 
 class GridAttention(nn.Module):
@@ -65,6 +65,38 @@ class GridAttention(nn.Module):
         return context, alpha
 
 
+class StaticImage(nn.Module):
+    """The baseline without attention: every step reads the mean of the grid's features (see the
+    NumPy track's). ``forward(features, h_prev, keys=None)`` returns ``(context, alpha)``, alpha all 1/L.
+
+    Shapes:
+        features: (N, L, D_f).  returns: context (N, D_f), alpha (N, L).
+    """
+
+    attention_size = 0
+
+    def __init__(self, feature_size: int) -> None:
+        super().__init__()
+        self.feature_size = feature_size
+
+    def project(self, features: torch.Tensor) -> torch.Tensor:
+        check_tensor("features", features, ("N", "L", self.feature_size))
+        return features[:, :, :0]  # no keys: (N, L, 0)
+
+    def forward(self, features: torch.Tensor, h_prev: torch.Tensor,
+                keys: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        N, L, _ = features.shape
+        return features.mean(dim=1), torch.full((N, L), 1 / L, dtype=features.dtype, device=features.device)
+
+
+def make_image_context(config: CaptionerConfig, rng=None) -> nn.Module:
+    """What the decoder reads of the image at each word, as ``config.context`` says."""
+    c = config
+    if c.context == "static":
+        return StaticImage(c.feature_size)
+    return GridAttention(c.feature_size, c.hidden_size, c.attention_size, rng=rng, dtype=resolve_dtype(c.dtype))
+
+
 def coverage_penalty(attention_weights: torch.Tensor, step_mask: torch.Tensor | None, weight: float) -> torch.Tensor:
     """``weight * (1 / N) sum_n sum_l (1 - sum_{t real} alpha_ntl)^2`` (Xu et al.'s regulariser).
 
@@ -98,7 +130,7 @@ class CaptionDecoder(nn.Module):
         E, D, H = c.embed_dim, c.feature_size, c.hidden_size
         self.embed = Embedding(c.vocab_size, E, rng=rng, dtype=dtype)
         self.init = Affine(D, H, rng=rng, dtype=dtype)
-        self.attention = GridAttention(D, H, c.attention_size, rng=rng, dtype=dtype)
+        self.attention = make_image_context(c, rng)
         self.cell = GRUCell(E + D, H, reset_after=c.reset_after, rng=rng, dtype=dtype)
         self.combine = Affine(H + D, H, rng=rng, dtype=dtype)
         self.out = Affine(H, c.vocab_size, rng=rng, dtype=dtype)

@@ -32,13 +32,18 @@ class KernelRegression(nn.Module):
         self.inverse_width = nn.Parameter(torch.tensor([inverse_width], dtype=resolve_dtype(dtype)))
         self.attention_weights = None
 
-    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
+    @staticmethod
+    def _check_inputs(queries, keys, values, mask) -> None:
+        """Check the shapes: a wrong one raises a ``ShapeError`` naming it."""
         sizes = check_tensor("queries", queries, ("Q",))
         sizes = check_tensor("keys", keys, ("K",), sizes)
         check_tensor("values", values, ("K",), sizes)
         if mask is not None:
             check_tensor("mask", mask, ("Q", "K"), sizes, kind="bool")
+
+    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        self._check_inputs(queries, keys, values, mask)
         difference = queries[:, None] - keys[None, :]  # (Q, K)
         alpha = masked_softmax(-0.5 * (self.inverse_width * difference) ** 2, mask)  # (Q, K)
         self.attention_weights = alpha.detach()

@@ -136,19 +136,27 @@ class GRUCell(RNNCell):
         return self.reset_after
 
     def step(self, xw, state):
+        return self._torch_step(xw, state) if self.reset_after else self._lecture_step(xw, state)
+
+    def _lecture_step(self, xw, state):
+        """The lectures' form: the reset gate scales ``h_{t-1}`` before the recurrent product."""
         (h_prev,) = state
         H = self.hidden_size
         x_r, x_z, x_n = xw.split(H, dim=-1)
-        if self.reset_after:
-            h_r, h_z, h_n = (h_prev @ self.W_h + self.b_h).split(H, dim=-1)
-            r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
-            n = torch.tanh(x_n + r * h_n)
-        else:
-            W_rz, W_n = self.W_h[:, :2 * H], self.W_h[:, 2 * H:]
-            b_rz, b_n = self.b_h[:2 * H], self.b_h[2 * H:]
-            h_r, h_z = (h_prev @ W_rz + b_rz).split(H, dim=-1)
-            r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
-            n = torch.tanh(x_n + (r * h_prev) @ W_n + b_n)
+        W_rz, W_n = self.W_h[:, :2 * H], self.W_h[:, 2 * H:]
+        b_rz, b_n = self.b_h[:2 * H], self.b_h[2 * H:]
+        h_r, h_z = (h_prev @ W_rz + b_rz).split(H, dim=-1)
+        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+        n = torch.tanh(x_n + (r * h_prev) @ W_n + b_n)
+        return (h_prev + z * (n - h_prev),)
+
+    def _torch_step(self, xw, state):
+        """torch's form (``reset_after=True``): the reset gate scales ``h_{t-1} W_hn + b_hn``."""
+        (h_prev,) = state
+        x_r, x_z, x_n = xw.split(self.hidden_size, dim=-1)
+        h_r, h_z, h_n = (h_prev @ self.W_h + self.b_h).split(self.hidden_size, dim=-1)
+        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+        n = torch.tanh(x_n + r * h_n)
         return (h_prev + z * (n - h_prev),)
 
     def fused_weights(self) -> list[torch.Tensor]:

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from ..core.batches import in_chunks
-from ..core.configs import CaptionerConfig, ClassifierConfig, MemoryConfig, NTMConfig, TransformerConfig
+from ..core.configs import (CaptionerConfig, ClassifierConfig, MemoryConfig, NTMConfig, ReaderConfig,
+                            TransformerConfig)
 from ..data import ParallelBatch, Vocabulary
 from ..decoding import Decoded
 from ..training import TrainConfig, TrainResult
@@ -18,6 +19,7 @@ from .base import batch_to_tensors, resolve_dtype
 from .captioning import CNNCaptioner
 from .classifier import SequenceClassifier
 from .memory import MemN2N
+from .reader import AttentiveReader
 from .ntm import NTM, LSTMBaseline, SigmoidCrossEntropy
 from .seq2seq import build_model as _build_model
 from .transformer import TransformerSeq2seq
@@ -51,7 +53,8 @@ LOSSES = {"bit_cross_entropy": SigmoidCrossEntropy}
 # The models a task builds, by kind: the class and the config it is built from ("attention" and
 # "seq2seq" are seq2seq.build_model's; "lstm", the copy task's baseline, is built from a mapping).
 MODELS = {"transformer": (TransformerSeq2seq, TransformerConfig), "classifier": (SequenceClassifier, ClassifierConfig),
-          "captioner": (CNNCaptioner, CaptionerConfig), "memory": (MemN2N, MemoryConfig), "ntm": (NTM, NTMConfig)}
+          "captioner": (CNNCaptioner, CaptionerConfig), "memory": (MemN2N, MemoryConfig),
+          "reader": (AttentiveReader, ReaderConfig), "ntm": (NTM, NTMConfig)}
 
 
 def check_options(device=None, amp: bool = False) -> None:
@@ -71,7 +74,7 @@ def is_model(obj) -> bool:
 def build_model(kind: str, config, seed: int = 0):
     """A fresh model, its weights drawn from ``seed`` (as on the NumPy track): ``"attention"`` or
     ``"seq2seq"`` from a ``Seq2seqConfig``; ``"transformer"``, ``"classifier"``, ``"captioner"`` (a
-    CNN and the decoder, from pixels), ``"memory"`` or ``"ntm"`` from their configs (``MODELS``);
+    CNN and the decoder, from pixels), ``"memory"``, ``"reader"`` or ``"ntm"`` from their configs (``MODELS``);
     ``"lstm"`` (the copy task's baseline) from a mapping of ``input_size``, ``output_size``,
     ``hidden_size`` and ``dtype``."""
     torch.manual_seed(seed)

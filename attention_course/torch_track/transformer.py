@@ -39,6 +39,8 @@ __all__ = [
     "TransformerEncoder",
     "TransformerDecoder",
     "TransformerSeq2seq",
+    "LayerCache",
+    "KeyValueCache",
     "TransformerConfig",
 ]
 
@@ -136,9 +138,10 @@ class PositionalEncoding(nn.Module):
             )
         return self._table[:T]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """``start``: the position of ``x[:, 0]`` (a decoder that writes one token at a time)."""
         check_tensor("x", x, (None, None, self.d_model))
-        return x * math.sqrt(self.d_model) + self.table(x.shape[1], x)
+        return x * math.sqrt(self.d_model) + self.table(start + x.shape[1], x)[start:]
 
 
 class FeedForward(nn.Module):
@@ -244,6 +247,25 @@ class MultiHeadAttention(nn.Module):
         concat = heads.transpose(1, 2).reshape(N, T_q, d)  # (N, T_q, d_model)
         return concat @ self.W_o + self.b_o
 
+    def keys_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every head's keys and values of ``source`` (N, T, d_model): (N, h, T, d_k) each."""
+        K, V = (source @ torch.cat([self.W_k, self.W_v], dim=1) + torch.cat([self.b_k, self.b_v])).chunk(2, dim=-1)
+        return self._split_heads(K.contiguous()), self._split_heads(V.contiguous())
+
+    def attend(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+               key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``query`` (N, T_q, d_model) against keys and values already split into heads
+        (``keys_values``; a decoder's cache), keeping the weights in ``attention_weights``.
+
+        Shapes:
+            keys, values: (N, h, T_k, d_k).  key_mask: (N, T_k) bool or None.  returns: (N, T_q, d_model).
+        """
+        N, T_q, _ = query.shape
+        Q = self._split_heads(query @ self.W_q + self.b_q)  # (N, h, T_q, d_k)
+        mask = attention_mask(key_mask, T_q, keys.shape[2], False, device=query.device)
+        heads, self.attention_weights = scaled_dot_product_attention_reference(Q, keys, values, mask)
+        return heads.transpose(1, 2).reshape(N, T_q, self.d_model) @ self.W_o + self.b_o
+
 
 class _Sublayer:
     """``x + f(LN(x))`` (pre-norm) or ``LN(x + f(x))`` (post-norm)."""
@@ -339,6 +361,56 @@ class TransformerDecoderLayer(nn.Module):
         )
         return _Sublayer.apply(y, self.norm_3, self.norm_first, self.feed_forward)
 
+    def step(self, y: torch.Tensor, encoder_states: torch.Tensor, source_mask: torch.Tensor | None,
+             cache: "LayerCache") -> torch.Tensor:
+        """``forward`` for the newest position only, ``y`` (N, 1, d_model), the earlier positions'
+        keys and values (and the encoder's) read from ``cache`` (see the NumPy track's)."""
+        def self_attention(x):
+            cache.append(*self.self_attention.keys_values(x))  # (N, h, 1, d_k) each
+            return self.self_attention.attend(x, cache.keys, cache.values)
+
+        def cross_attention(x):
+            return self.cross_attention.attend(x, *cache.source(self.cross_attention, encoder_states), source_mask)
+
+        y = _Sublayer.apply(y, self.norm_1, self.norm_first, self_attention)
+        y = _Sublayer.apply(y, self.norm_2, self.norm_first, cross_attention)
+        return _Sublayer.apply(y, self.norm_3, self.norm_first, self.feed_forward)
+
+
+class LayerCache:
+    """What one decoder layer keeps between decoding steps: its self-attention's keys and values
+    of every position written so far, and its cross-attention's of the encoder's states.
+
+    Shapes:
+        keys, values: (N, h, t, d_k) after t steps.
+    """
+
+    def __init__(self) -> None:
+        self.keys = self.values = None
+        self._source = None
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Add the newest position's keys and values (N, h, 1, d_k) after the earlier ones'."""
+        if self.keys is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = torch.cat([self.keys, keys], dim=2)
+            self.values = torch.cat([self.values, values], dim=2)
+
+    def source(self, attention: MultiHeadAttention, encoder_states: torch.Tensor):
+        """The encoder states' keys and values for ``attention``, computed once."""
+        if self._source is None:
+            self._source = attention.keys_values(encoder_states)
+        return self._source
+
+
+class KeyValueCache:
+    """A ``LayerCache`` per decoder layer, and the number of positions decoded so far."""
+
+    def __init__(self, num_layers: int) -> None:
+        self.layers = [LayerCache() for _ in range(num_layers)]
+        self.length = 0
+
 
 class TransformerEncoder(nn.Module):
     """Source embedding with positions, the encoder layers, (pre-norm) a final LayerNorm.
@@ -412,6 +484,16 @@ class TransformerDecoder(nn.Module):
             y = layer(y, encoder_states, source_mask, need_weights)
         return self.out(y if self.norm is None else self.norm(y))
 
+    def step(self, ids: torch.Tensor, encoder_states: torch.Tensor, source_mask: torch.Tensor | None,
+             cache: KeyValueCache) -> torch.Tensor:
+        """The logits (N, V) of the next token after ``ids`` (N,), the newest token: one position
+        through every layer, the earlier ones' keys and values read from ``cache``."""
+        y = self.positions(self.embed(ids.unsqueeze(1)), start=cache.length)  # (N, 1, d_model)
+        for layer, layer_cache in zip(self.layers, cache.layers):
+            y = layer.step(y, encoder_states, source_mask, layer_cache)
+        cache.length += 1
+        return self.out(y if self.norm is None else self.norm(y))[:, 0]
+
 
 class TransformerSeq2seq(nn.Module):
     """The Transformer as a seq2seq model, with ``AttentionSeq2seq``'s interface (see the NumPy track's)."""
@@ -456,26 +538,42 @@ class TransformerSeq2seq(nn.Module):
         }
 
     @torch.no_grad()
-    def generate(
-        self,
-        source,
-        source_mask,
-        start_id: int,
-        max_length: int,
-        stop_id: int | None = None,
-        *,
-        all_weights: bool = False,
-    ):
-        """Greedy decoding. Returns ids (N, T_out) and the last layer's cross-attention averaged over the
-        heads (N, T_out, T_enc); with ``all_weights=True``, ``attention_maps`` for the whole output."""
+    def generate(self, source, source_mask, start_id: int, max_length: int, stop_id: int | None = None, *,
+                 all_weights: bool = False, use_cache: bool = True):
+        """Greedy decoding, with a key/value cache (``use_cache``, the default) or running the decoder
+        over the whole prefix at every step (see the NumPy track's). Returns ids (N, T_out) and the last
+        layer's cross-attention averaged over the heads (N, T_out, T_enc); with ``all_weights=True``,
+        ``attention_maps`` for the whole output."""
         encoder_states = self.encoder(source, source_mask, need_weights=True)
-        N = source.shape[0]
-        ids = torch.full((N, 1), start_id, dtype=torch.long, device=source.device)
-        finished = torch.zeros(N, dtype=torch.bool, device=source.device)
+        decode = self._decode_cached if use_cache else self._decode_uncached
+        ids, maps = decode(encoder_states, source_mask, start_id, max_length, stop_id)
+        maps["encoder"] = torch.stack(self.encoder.attention_weights)
+        return ids, (maps if all_weights else maps["cross"][-1].mean(dim=1))
+
+    def _decode_cached(self, encoder_states, source_mask, start_id, max_length, stop_id):
+        N = encoder_states.shape[0]
+        device = encoder_states.device
+        cache = KeyValueCache(len(self.decoder.layers))
+        ids = torch.full((N, 1), start_id, dtype=torch.long, device=device)
+        finished = torch.zeros(N, dtype=torch.bool, device=device)
+        steps = []
         for _ in range(max_length):
-            next_ids = self.decoder(ids, encoder_states, source_mask)[:, -1].argmax(
-                dim=-1
-            )  # (N,)
+            next_ids = self.decoder.step(ids[:, -1], encoder_states, source_mask, cache).argmax(dim=-1)  # (N,)
+            ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
+            steps.append([(layer.self_attention.attention_weights, layer.cross_attention.attention_weights)
+                          for layer in self.decoder.layers])
+            if stop_id is not None:
+                finished |= next_ids == stop_id
+                if bool(finished.all()):
+                    break
+        return ids[:, 1:], _maps_from_steps(steps)
+
+    def _decode_uncached(self, encoder_states, source_mask, start_id, max_length, stop_id):
+        N = encoder_states.shape[0]
+        ids = torch.full((N, 1), start_id, dtype=torch.long, device=encoder_states.device)
+        finished = torch.zeros(N, dtype=torch.bool, device=encoder_states.device)
+        for _ in range(max_length):
+            next_ids = self.decoder(ids, encoder_states, source_mask)[:, -1].argmax(dim=-1)  # (N,)
             ids = torch.cat([ids, next_ids.unsqueeze(1)], dim=1)
             if stop_id is not None:
                 finished |= next_ids == stop_id
@@ -484,4 +582,16 @@ class TransformerSeq2seq(nn.Module):
         # The causal mask makes the last pass's weights of row i those of step i.
         self.decoder(ids[:, :-1], encoder_states, source_mask, need_weights=True)
         maps = self.attention_maps()
-        return ids[:, 1:], (maps if all_weights else maps["cross"][-1].mean(dim=1))
+        return ids[:, 1:], {"decoder": maps["decoder"], "cross": maps["cross"]}
+
+
+def _maps_from_steps(steps: list) -> dict[str, torch.Tensor]:
+    """Every layer's and head's weights of a cached decoding, one step a row: ``"decoder"``
+    (L, N, h, T_out, T_out), zero above the diagonal, and ``"cross"`` (L, N, h, T_out, T_enc)."""
+    T_out = len(steps)
+    own, cross = [], []
+    for index in range(len(steps[0])):
+        rows = [F.pad(step[index][0], (0, T_out - step[index][0].shape[-1])) for step in steps]
+        own.append(torch.cat(rows, dim=2))
+        cross.append(torch.cat([step[index][1] for step in steps], dim=2))
+    return {"decoder": torch.stack(own), "cross": torch.stack(cross)}

@@ -9,7 +9,10 @@ The course hub's spawner (``spawner.CourseSpawner``) runs this script as root, i
 2. it gives the server a mount namespace of its own, with a private ``/tmp`` and ``/dev/shm``
    (size-capped tmpfs, whose pages count against the user's memory cgroup), so that no student
    can fill the machine's RAM-backed shared memory or read another's temporary files (the
-   course's environment, if it is installed under ``/tmp``, is bound back in, read-only);
+   course's environment, if it is installed under ``/tmp``, is bound back in, read-only); and an
+   IPC namespace of its own (System V shared memory, semaphores and message queues, POSIX message
+   queues), with shared memory capped like ``/dev/shm``: what the server's processes make there
+   ends with the last of them, instead of outliving the server and its memory cgroup;
 3. it sets the per-process limits (processes, where no pids cgroup exists; no core dumps), a
    private umask, and drops to the user (groups, gid, uid; for good);
 4. it replaces itself with COMMAND (the Jupyter server), in the user's home.
@@ -26,8 +29,9 @@ import resource
 import sys
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 PR_SET_DUMPABLE = 4
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND = 0x1, 0x2, 0x4, 0x20, 0x1000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 0x1, 0x2, 0x4, 0x8, 0x20, 0x1000
 MS_REC, MS_PRIVATE = 0x4000, 0x40000
 
 
@@ -70,6 +74,21 @@ def private_mounts(tmpfs: dict[str, str], keep=()) -> None:
         os.close(fd)
 
 
+def private_ipc(shm: int | None = None) -> None:
+    """An IPC namespace of this process's own (after ``private_mounts``): the System V objects and
+    POSIX message queues its processes make are theirs alone, and go when the last of them ends.
+    ``shm``: the bytes of System V shared memory it may hold (one segment and all together); the
+    machine's ``/dev/mqueue``, if mounted, is replaced by this namespace's."""
+    _libc_call("unshare", CLONE_NEWIPC)
+    if shm:
+        pages = -(-int(shm) // os.sysconf("SC_PAGE_SIZE"))
+        for name, value in (("shmmax", int(shm)), ("shmall", pages)):
+            with open(f"/proc/sys/kernel/{name}", "w") as handle:
+                handle.write(str(value))
+    if os.path.ismount("/dev/mqueue"):
+        _libc_call("mount", b"mqueue", b"/dev/mqueue", b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+
+
 def drop_to(uid: int, gid: int, groups: list[int]) -> None:
     os.setgroups(groups)
     os.setgid(gid)
@@ -89,11 +108,12 @@ def make_dumpable() -> None:
 
 
 def enter(plan: dict) -> None:
-    """Steps 1-3 for this process, as root: the user's cgroups, private mounts, limits, the user."""
+    """Steps 1-3 for this process, as root: the user's cgroups, private mounts and IPC, limits, the user."""
     for procs in plan.get("cgroups", []):
         with open(procs, "w") as handle:
             handle.write(str(os.getpid()))
     private_mounts(plan.get("tmpfs", {}), plan.get("keep", ()))
+    private_ipc(plan.get("sysv_shm"))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if plan.get("nproc"):
         resource.setrlimit(resource.RLIMIT_NPROC, (plan["nproc"], plan["nproc"]))

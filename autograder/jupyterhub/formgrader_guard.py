@@ -4,8 +4,9 @@ The formgrader shows a submission as HTML on the hub's own origin, where a scrip
 with the instructor's session (set grades through the formgrader's API, run code in the grader
 service). This extension, loaded beside the formgrader:
 
-- sanitizes every notebook the formgrader renders (nbconvert's sanitizer: no script, no event
-  handler, no iframe or form survives in a markdown cell or an output);
+- sanitizes every notebook the formgrader renders (``autograder/sanitize.py``, which the feedback
+  pages use too: nbconvert's sanitizer, no script, no event handler, no iframe or form survives in
+  a markdown cell or an output, and no script URL in a markdown link);
 - serves those views with a Content-Security-Policy that lets only the formgrader's own scripts
   run (a fresh nonce per page, given to the template's ``<script>`` tags only, which all come
   before the notebook's part of the page; the two inline handlers of its template by hash);
@@ -26,6 +27,8 @@ import re
 import secrets
 import subprocess
 import sys
+
+from ..sanitize import sanitizer   # (shared with feedback.py's pages)
 
 ROUTED_TIMEOUT = 3600   # seconds: a whole class's autograde
 _HANDLERS = ("toggle_name(true);", "toggle_name(false);")   # the formgrade template's inline handlers
@@ -102,23 +105,6 @@ def patch_api() -> None:
         route(["feedback", assignment_id, *_students(student_id)])
     NbGraderAPI.release_feedback = lambda self, assignment_id, student_id=None: \
         route(["return-feedback", assignment_id, *_students(student_id)])
-
-
-_SCRIPT_URL = re.compile(r"(?i)\b(java|vb)script\s*:|\bdata\s*:\s*text/html")
-
-
-def sanitizer():
-    """nbconvert's sanitizer, which also takes script URLs out of markdown links (``[x](javascript:...)``)."""
-    from nbconvert.preprocessors.sanitize import SanitizeHTML
-
-    class Sanitizer(SanitizeHTML):
-        def preprocess_cell(self, cell, resources, cell_index):
-            cell, resources = super().preprocess_cell(cell, resources, cell_index)
-            if cell.cell_type == "markdown":
-                cell.source = _SCRIPT_URL.sub("blocked:", cell.source)
-            return cell, resources
-
-    return Sanitizer()
 
 
 def patch_views() -> None:

@@ -133,6 +133,8 @@ def run_child(main, *args) -> None:
         status = main(*args)
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):   # a message, as the interpreter would print it
+            print(exc.code, file=sys.stderr)
     except BaseException:  # noqa: BLE001 - see above
         import traceback
 

@@ -1,6 +1,6 @@
 """Per-user limits of the course hub, enforced by the kernel: cgroups for memory, CPU and
 processes; a home of fixed size (a filesystem image per user); private, capped ``/tmp`` and
-``/dev/shm`` (``enter.py``).
+``/dev/shm``, and an IPC namespace per server with its System V shared memory capped (``enter.py``).
 
 The roster sets them (``limits:``), with these defaults::
 
@@ -9,7 +9,7 @@ The roster sets them (``limits:``), with these defaults::
       cpu: 1            # CPUs' worth of time (a hard quota) and an equal share under contention
       processes: 256    # processes and threads together
       disk: 1G          # the size of the user's hub home
-      shm: 64M          # /dev/shm (RAM, counted in memory too)
+      shm: 64M          # /dev/shm, and System V shared memory apart (RAM, counted in memory too)
       tmp: 256M         # /tmp (RAM, counted in memory too)
 
 Past its memory the kernel's OOM killer ends a process of that user only (the largest: a

@@ -1,5 +1,6 @@
 """The judge's own relative-position self-attention (ch10a, Shaw et al. 2018): one example, head and query at a
-time, the relative vectors looked up pair by pair; gradients by torch's autograd."""
+time, the relative vectors looked up pair by pair (or, for the checks at a realistic size, every pair at once,
+through a one-hot table of the clipped distances); gradients by torch's autograd."""
 
 import math
 
@@ -32,6 +33,27 @@ def _attend(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads, causal):
     return torch.stack(outputs), torch.stack(all_weights)
 
 
+def _attend_at_once(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads, causal):
+    """The same (out, weights), every example, head and pair in one pass: ``buckets[i, j, r]`` is 1 where
+    the clipped distance from query i to key j is the r-th of the tables' rows."""
+    N, T, d = x.shape
+    d_k = d // num_heads
+    c = (rel_k.shape[0] - 1) // 2
+    distance = torch.arange(T)[None, :] - torch.arange(T)[:, None]  # (T, T): j - i
+    buckets = torch.nn.functional.one_hot(distance.clamp(-c, c) + c, 2 * c + 1).to(x.dtype)  # (T, T, 2c + 1)
+
+    def heads(W):
+        return (x @ W).reshape(N, T, num_heads, d_k).permute(0, 2, 1, 3)  # (N, h, T, d_k)
+
+    q, k, v = heads(W_q), heads(W_k), heads(W_v)
+    scores = (q @ k.transpose(-1, -2) + torch.einsum("nhir,ijr->nhij", q @ rel_k.T, buckets)) / math.sqrt(d_k)
+    if causal:
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -np.inf)
+    weights = torch.softmax(scores, dim=-1)  # (N, h, T, T)
+    heads_out = weights @ v + torch.einsum("nhij,ijr->nhir", weights, buckets) @ rel_v
+    return heads_out.permute(0, 2, 1, 3).reshape(N, T, d) @ W_o, weights
+
+
 def _leaves(*arrays):
     return [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in arrays]
 
@@ -42,8 +64,9 @@ def relative_attention(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads, causal):
     return out.detach().numpy(), weights.detach().numpy()
 
 
-def relative_attention_gradients(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads, causal, dout):
-    """(dx, dW_q, dW_k, dW_v, dW_o, drel_k, drel_v) of sum(dout * out)."""
+def relative_attention_gradients(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads, causal, dout, at_once=False):
+    """(dx, dW_q, dW_k, dW_v, dW_o, drel_k, drel_v) of sum(dout * out). ``at_once``: every pair in one pass
+    (the same values, fast at a realistic size)."""
     leaves = _leaves(x, W_q, W_k, W_v, W_o, rel_k, rel_v)
-    out, _ = _attend(*leaves, num_heads, causal)
+    out, _ = (_attend_at_once if at_once else _attend)(*leaves, num_heads, causal)
     return [g.numpy() for g in torch.autograd.grad((out * torch.as_tensor(dout)).sum(), leaves)]

@@ -1,4 +1,5 @@
-"""The judge's own highway layer (ch7a): one position at a time, gradients by torch's autograd."""
+"""The judge's own highway layer (ch7a): one position at a time (or, for the checks at a realistic size, the
+whole batch at once), gradients by torch's autograd."""
 
 import numpy as np
 import torch
@@ -25,26 +26,36 @@ def _layer(xs, mask, W_H, b_H, W_T, b_T):
     return torch.stack(rows)
 
 
+def _layer_at_once(xs, mask, W_H, b_H, W_T, b_T):
+    """The same outputs, every position in one pass (zeros on the padding)."""
+    transform = torch.sigmoid(xs @ W_T + b_T)
+    ys = transform * torch.tanh(xs @ W_H + b_H) + (1 - transform) * xs
+    return torch.where(torch.as_tensor(mask)[:, :, None], ys, torch.zeros_like(ys))
+
+
 def highway(xs, mask, W_H, b_H, W_T, b_T):
     tensors = _as_tensors(xs, W_H, b_H, W_T, b_T)
     return _layer(tensors[0], np.asarray(mask), *tensors[1:]).detach().numpy()
 
 
-def highway_gradients(xs, mask, W_H, b_H, W_T, b_T, dys):
-    """(dxs, dW_H, db_H, dW_T, db_T)."""
+def highway_gradients(xs, mask, W_H, b_H, W_T, b_T, dys, at_once=False):
+    """(dxs, dW_H, db_H, dW_T, db_T). ``at_once``: every position in one pass (the same values, fast at a
+    realistic size)."""
     tensors = _as_tensors(xs, W_H, b_H, W_T, b_T)
-    ys = _layer(tensors[0], np.asarray(mask), *tensors[1:])
+    ys = (_layer_at_once if at_once else _layer)(tensors[0], np.asarray(mask), *tensors[1:])
     return [g.numpy() for g in torch.autograd.grad((ys * torch.as_tensor(dys)).sum(), tensors)]
 
 
-def highway_gradient_norms(xs, mask, layers, dys):
-    """[||dL/dx_0||, ..., ||dL/dx_L||] for L = sum(dys * x_L), by autograd through the whole stack."""
+def highway_gradient_norms(xs, mask, layers, dys, at_once=False):
+    """[||dL/dx_0||, ..., ||dL/dx_L||] for L = sum(dys * x_L), by autograd through the whole stack.
+    ``at_once``: each layer over every position in one pass."""
     mask = np.asarray(mask)
+    layer_of = _layer_at_once if at_once else _layer
     levels = [torch.tensor(np.asarray(xs, dtype=np.float64), requires_grad=True)]
     for layer in layers:
         W_H, b_H, W_T, b_T = (torch.as_tensor(np.asarray(layer[key], dtype=np.float64))
                               for key in ("W_H", "b_H", "W_T", "b_T"))
-        levels.append(_layer(levels[-1], mask, W_H, b_H, W_T, b_T))
+        levels.append(layer_of(levels[-1], mask, W_H, b_H, W_T, b_T))
     grads = torch.autograd.grad((levels[-1] * torch.as_tensor(dys)).sum(), levels)
     # the top's own gradient is dys where the top depends on it: the real positions
     grads = list(grads[:-1]) + [torch.as_tensor(np.where(mask[:, :, None], dys, 0.0))]

@@ -1,5 +1,6 @@
 """The judge's own soft local window (ch8a, Yang et al. 2018): one decoder step of one example at a time, over its
-real tokens only; gradients by torch's autograd."""
+real tokens only (or, for the checks at a realistic size, the whole batch at once, the padding masked out of the
+softmax); gradients by torch's autograd."""
 
 import numpy as np
 import torch
@@ -29,6 +30,20 @@ def _attend(hs, s, lengths, W_p, v_p, v_d):
             torch.stack(centres).reshape(shape), torch.stack(widths).reshape(shape))
 
 
+def _attend_at_once(hs, s, lengths, W_p, v_p, v_d):
+    """The same four outputs for every example and decoder step in one pass."""
+    T_enc = hs.shape[1]
+    S = torch.as_tensor(np.asarray(lengths), dtype=torch.float64)[:, None]  # (N, 1)
+    hidden = torch.tanh(s @ W_p)  # (N, T_dec, A)
+    centre = S * torch.sigmoid(hidden @ v_p)  # (N, T_dec)
+    sigma = S * torch.sigmoid(hidden @ v_d) / 2
+    positions = torch.arange(T_enc, dtype=torch.float64)
+    logits = s @ hs.transpose(1, 2) - (positions - centre[..., None]) ** 2 / (2 * sigma[..., None] ** 2)
+    padding = (positions[None, :] >= S)[:, None, :]  # (N, 1, T_enc)
+    alpha = torch.softmax(logits.masked_fill(padding, -np.inf), dim=-1)
+    return alpha @ hs, alpha, centre, 2 * sigma
+
+
 def _leaves(hs, s, W_p, v_p, v_d):
     return [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in (hs, s, W_p, v_p, v_d)]
 
@@ -39,8 +54,9 @@ def localness(hs, s, lengths, W_p, v_p, v_d):
     return [value.detach().numpy() for value in _attend(hs, s, lengths, W_p, v_p, v_d)]
 
 
-def localness_gradients(hs, s, lengths, W_p, v_p, v_d, dcontext):
-    """(dhs, ds, dW_p, dv_p, dv_d) of sum(dcontext * context)."""
+def localness_gradients(hs, s, lengths, W_p, v_p, v_d, dcontext, at_once=False):
+    """(dhs, ds, dW_p, dv_p, dv_d) of sum(dcontext * context). ``at_once``: every example and step in one
+    pass (the same values, fast at a realistic size)."""
     leaves = _leaves(hs, s, W_p, v_p, v_d)
-    context = _attend(leaves[0], leaves[1], lengths, *leaves[2:])[0]
+    context = (_attend_at_once if at_once else _attend)(leaves[0], leaves[1], lengths, *leaves[2:])[0]
     return [g.numpy() for g in torch.autograd.grad((context * torch.as_tensor(dcontext)).sum(), leaves)]

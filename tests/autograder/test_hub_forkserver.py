@@ -4,12 +4,16 @@ tested end to end in test_hub.py, as root.)"""
 
 from __future__ import annotations
 
+import array
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -19,47 +23,168 @@ from autograder.jupyterhub import forkserver, kernels
 
 def test_no_fork_server_listening_means_a_server_starts_the_old_way(tmp_path):
     path = tmp_path / "forkserver.sock"
-    with pytest.raises(forkserver.NotListening):
+    with pytest.raises(forkserver.NotListening) as raised:
         forkserver.request_server(str(path), {}, {}, ["server"])
-    stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)   # a socket file nobody listens on
+    assert not isinstance(raised.value, forkserver.Unresponsive)   # none there: nothing to replace
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)   # a socket file nobody listens on: it died
     stale.bind(str(path))
     stale.close()
-    with pytest.raises(forkserver.NotListening):
+    with pytest.raises(forkserver.Unresponsive):
         forkserver.request_server(str(path), {}, {}, ["server"])
+
+
+def fake_fork_server(path: str, answer: bytes | None, child: subprocess.Popen, got: dict) -> threading.Thread:
+    """A fork server (this thread) whose child (``child``, a process that does nothing) says it is
+    there, takes the request and answers ``answer`` (None: never)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            pidfd = os.pidfd_open(child.pid)
+            conn.sendmsg([json.dumps({"pid": child.pid}).encode()],
+                         [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))])
+            os.close(pidfd)
+            data, ancillary, _flags, _ = conn.recvmsg(1 << 20, socket.CMSG_LEN(8))
+            got["request"] = json.loads(data)
+            got["descriptors"] = [fd for *_, payload in ancillary for fd in array.array("i", payload)]
+            if answer is not None:
+                conn.send(answer)
+            else:
+                conn.recv(1)   # until the other side gives up
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return thread
 
 
 @pytest.mark.parametrize("answer, message", [
     (json.dumps({"error": "PermissionError: no cgroup"}).encode(), "PermissionError: no cgroup"),
     (b"", "ended before it answered"),
-    (json.dumps({"pid": 123}).encode(), "no pidfd"),
+    (b"<html>", "not JSON"),
+    (None, "gave no server within 1 s; it was stopped"),
 ])
-def test_a_request_the_child_did_not_serve_fails_and_is_not_retried(tmp_path, answer, message):
+def test_a_request_the_child_did_not_serve_fails_is_not_retried_and_the_child_is_stopped(tmp_path, answer, message):
+    path = str(tmp_path / "forkserver.sock")
+    child = subprocess.Popen(["sleep", "60"])
+    got = {}
+    read_end, write_end = os.pipe()
+    thread = fake_fork_server(path, answer, child, got)
+    try:
+        with pytest.raises(forkserver.ForkError, match=message) as raised:
+            forkserver.request_server(path, {"uid": 1000}, {"HOME": "/home/x"}, ["server", "--port=1"], write_end,
+                                      timeout=1)
+        assert child.wait(10) == -signal.SIGKILL   # never two servers: the child is gone before the error
+        thread.join(10)
+        assert not isinstance(raised.value, OSError)   # the spawner falls back only on NotListening (an OSError)
+        assert got["request"] == {"plan": {"uid": 1000}, "env": {"HOME": "/home/x"}, "argv": ["server", "--port=1"]}
+        # one descriptor went with the request: the server's output, nothing else of the hub's
+        assert len(got["descriptors"]) == 1 and os.fstat(got["descriptors"][0]).st_ino == os.fstat(write_end).st_ino
+    finally:
+        thread.join(10)
+        child.kill()
+        child.wait()
+        for fd in (read_end, write_end, *got.get("descriptors", [])):
+            os.close(fd)
+
+
+def test_a_child_that_says_it_is_there_without_a_pidfd_is_an_error(tmp_path):
     path = str(tmp_path / "forkserver.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(1)
-    got = {}
 
-    def child() -> None:
+    def serve() -> None:
         conn, _ = listener.accept()
-        with conn:
-            data, ancillary, _flags, _ = conn.recvmsg(1 << 20, socket.CMSG_LEN(8))
-            got["request"] = json.loads(data)
-            got["descriptors"] = sum(len(payload) // 4 for *_, payload in ancillary)
-            if answer:
-                conn.send(answer)
+        with conn, listener:
+            conn.send(json.dumps({"pid": 123}).encode())
+            conn.recv(1)
 
-    thread = threading.Thread(target=child)
+    thread = threading.Thread(target=serve)
     thread.start()
     try:
-        with pytest.raises(forkserver.ForkError, match=message) as raised:
-            forkserver.request_server(path, {"uid": 1000}, {"HOME": "/home/x"}, ["server", "--port=1"])
+        with pytest.raises(forkserver.ForkError, match="without its pid and a pidfd"):
+            forkserver.request_server(path, {}, {}, ["server"])
     finally:
         thread.join(10)
-        listener.close()
-    assert not isinstance(raised.value, OSError)   # the spawner falls back only on NotListening (an OSError)
-    assert got["request"] == {"plan": {"uid": 1000}, "env": {"HOME": "/home/x"}, "argv": ["server", "--port=1"]}
-    assert got["descriptors"] == 2   # the server's stdout and stderr, nothing else of the hub's
+
+
+# A fork server that listens and takes no connection until told (a line on its input), then says
+# how many bytes of request it was sent.
+SILENT = """
+import socket, sys
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+listener.bind(sys.argv[1])
+listener.listen(4)
+print("listening", flush=True)
+sys.stdin.readline()
+conn, _ = listener.accept()
+conn.settimeout(5)
+print("sent", len(conn.recv(1 << 20)), flush=True)
+"""
+
+
+@pytest.mark.parametrize("how, why", [("stopped", "stopped"), ("stuck", "running no code")])
+def test_a_fork_server_that_forks_nobody_costs_a_few_seconds_and_is_sent_nothing(tmp_path, how, why):
+    """Stopped (SIGSTOP) or stuck (alive, spending no CPU): the start gives up within the answer's
+    time, to go the other way, and the request, with the user's token, was never sent."""
+    path = str(tmp_path / "forkserver.sock")
+    server = subprocess.Popen([sys.executable, "-c", SILENT, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        if how == "stopped":
+            os.kill(server.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(forkserver.Unresponsive) as raised:
+            forkserver.request_server(path, {}, {"JUPYTERHUB_API_TOKEN": "secret"}, ["server"], answer_within=0.5)
+        assert time.monotonic() - started < 3
+        assert raised.value.pid == server.pid and f"(pid {server.pid}) gave no answer within" in str(raised.value)
+        assert str(raised.value).endswith(f"({why})")
+        assert isinstance(raised.value, forkserver.NotListening)   # the spawner falls back
+        os.kill(server.pid, signal.SIGCONT)
+        server.stdin.write("go\n")
+        server.stdin.flush()
+        assert server.stdout.readline().split() == ["sent", "0"]
+    finally:
+        server.kill()
+        server.wait()
+
+
+# A fork server busy for a while (its CPU time grows), then its own child: it says it is there,
+# takes the request and gives a server.
+BUSY = """
+import array, json, os, socket, sys, time
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+listener.bind(sys.argv[1])
+listener.listen(4)
+print("listening", flush=True)
+until = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < until:
+    pass
+conn, _ = listener.accept()
+pidfd = os.pidfd_open(os.getpid())
+conn.sendmsg([json.dumps({"pid": os.getpid()}).encode()],
+             [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))])
+conn.recv(1 << 20)
+conn.send(json.dumps({"ready": True}).encode())
+time.sleep(60)
+"""
+
+
+def test_a_busy_fork_server_is_waited_for(tmp_path):
+    path = str(tmp_path / "forkserver.sock")
+    server = subprocess.Popen([sys.executable, "-c", BUSY, path, "1.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        pid, pidfd = forkserver.request_server(path, {}, {}, ["server"], answer_within=0.5, patience=20)
+        os.close(pidfd)
+        assert pid == server.pid
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_only_this_interpreters_ipykernel_is_forked():
@@ -86,6 +211,13 @@ def test_the_fork_server_and_its_children_count_as_their_hubs_only(tmp_path):
         (other).mkdir()
         (other / "forkserver.pid").write_text(str(marked.pid))
         assert hub.stop_fork_server(other) is False and marked.poll() is None
+        # its own hub's stops it, and removes its socket: servers start the other way, and no one
+        # takes it for a fork server that died (which the hub would replace)
+        (mine / "run").mkdir(parents=True)
+        (mine / "forkserver.pid").write_text(str(marked.pid))
+        (mine / "run" / "forkserver.sock").touch()
+        assert hub.stop_fork_server(mine) is True and not os.path.exists(f"/proc/{marked.pid}")
+        assert not (mine / "run" / "forkserver.sock").exists() and not (mine / "forkserver.pid").exists()
     finally:
         marked.kill()
         marked.wait()
@@ -124,3 +256,61 @@ print(json.dumps({{"read": open({str(packages / "module.py")!r}).read(), "writab
     assert seen["tmp"] == [tmp_path.relative_to("/tmp").parts[0]] and seen["secret"] is False
     assert seen["siblings"] == [".venv"] and seen["mode"] == "0o755"
     assert not (packages / "planted").exists() and (tmp_path / "secret").exists()  # the real /tmp as it was
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an IPC namespace of one's own needs root")
+def test_a_servers_ipc_namespace_is_its_own_capped_and_ends_with_it():
+    """What enter.py gives a server: System V objects made after it are invisible to the machine,
+    shared memory past the cap is refused, and all of it is gone when the last process ends."""
+    script = f"""
+import ctypes, json, os, sys
+sys.path.insert(0, {str(hub.REPO_ROOT / "autograder" / "jupyterhub")!r})
+import enter
+enter.private_mounts({{"/tmp": "16M"}})
+enter.private_ipc(2**20)
+libc = ctypes.CDLL(None, use_errno=True)
+made = libc.shmget(0, 2**19, 0o1000 | 0o600)
+too_big = libc.shmget(0, 2 * 2**20, 0o1000 | 0o600)
+queue = libc.msgget(0, 0o1000 | 0o600)
+print(json.dumps({{"made": made, "too_big": too_big, "queue": queue, "namespace": os.readlink("/proc/self/ns/ipc"),
+                  "seen": open("/proc/sysvipc/shm").read().count(chr(10)) - 1}}), flush=True)
+sys.stdin.readline()
+"""
+    before = {kind: Path(f"/proc/sysvipc/{kind}").read_text() for kind in ("shm", "msg")}
+    process = subprocess.Popen([sys.executable, "-I", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        seen = json.loads(process.stdout.readline())
+        assert seen["made"] >= 0 and seen["queue"] >= 0 and seen["too_big"] == -1 and seen["seen"] == 1, seen
+        assert seen["namespace"] != os.readlink("/proc/self/ns/ipc")
+        # the machine's namespace shows nothing of it, while it runs
+        assert {kind: Path(f"/proc/sysvipc/{kind}").read_text() for kind in ("shm", "msg")} == before
+    finally:
+        process.communicate("\n", timeout=30)
+    assert not any(os.readlink(f"/proc/{p}/ns/ipc") == seen["namespace"] for p in os.listdir("/proc")
+                   if p.isdigit() and os.path.exists(f"/proc/{p}/ns/ipc"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount and IPC namespace of one's own needs root")
+def test_a_servers_posix_message_queues_are_its_own_where_dev_mqueue_is_mounted():
+    """Where the machine mounts its message queues at /dev/mqueue (systemd does), a server's
+    /dev/mqueue is its IPC namespace's: a queue it makes there is not the machine's. (All of it in a
+    mount namespace of the test's own, with a tmpfs over /dev: nothing of the machine's changes.)"""
+    script = f"""
+import json, os, sys
+sys.path.insert(0, {str(hub.REPO_ROOT / "autograder" / "jupyterhub")!r})
+import enter
+enter.private_mounts({{"/tmp": "16M"}})
+enter._libc_call("mount", b"tmpfs", b"/dev", b"tmpfs", 0, b"size=1M")
+for folder in ("/dev/mqueue", "/dev/machine-mqueue"):
+    os.mkdir(folder)
+    enter._libc_call("mount", b"mqueue", folder.encode(), b"mqueue", 0, None)   # the machine's queues
+enter.private_ipc()
+os.close(os.open("/dev/mqueue/probe", os.O_CREAT | os.O_RDWR, 0o600))
+print(json.dumps({{"server": os.listdir("/dev/mqueue"), "machine": os.listdir("/dev/machine-mqueue")}}))
+os.unlink("/dev/mqueue/probe")   # wherever it went
+"""
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["server"] == ["probe"] and "probe" not in seen["machine"], seen

@@ -88,6 +88,29 @@ def test_every_gradient_of_the_decoder_features_included(rng, reset_after, cover
                                               target_mask=target_mask), rtol=1e-5)
 
 
+def test_the_static_baseline_reads_one_vector_of_the_image_whatever_the_state(rng):
+    """No attention: every word reads the mean of the grid's features; permuting the cells changes
+    nothing, where it moves the attention decoder's weights with them; its gradients are right."""
+    decoder = randomized(CaptionDecoder(small(context="static"), rng=0), rng)
+    assert not any(name.startswith("attention.") for name, _, _ in decoder.named_parameters())
+    decoder_input, decoder_target, target_mask = captions(rng)
+    features = rng.standard_normal((2, 4, 3))
+    loss = decoder.forward(features, decoder_input, decoder_target, target_mask)
+    np.testing.assert_allclose(decoder.attention_weights, 0.25)
+    permuted = features[:, [2, 0, 3, 1]]
+    assert decoder.forward(permuted, decoder_input, decoder_target, target_mask) == pytest.approx(loss, rel=1e-12)
+    attentive = randomized(CaptionDecoder(small(), rng=0), rng)
+    attentive.forward(features, decoder_input, decoder_target, target_mask)
+    weights = attentive.attention_weights
+    attentive.forward(permuted, decoder_input, decoder_target, target_mask)
+    np.testing.assert_allclose(attentive.attention_weights, weights[:, :, [2, 0, 3, 1]], rtol=1e-10)
+    check_layer_gradients(decoder, {"features": features},
+                          forward_kwargs=dict(decoder_input=decoder_input, decoder_target=decoder_target,
+                                              target_mask=target_mask), rtol=1e-5)
+    with pytest.raises(ValueError, match="context must be one of"):
+        small(context="hard")
+
+
 def test_the_regulariser_is_added_to_the_cross_entropy(rng):
     decoder_input, decoder_target, target_mask = captions(rng)
     features = rng.standard_normal((2, 4, 3))

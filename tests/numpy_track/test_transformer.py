@@ -271,3 +271,61 @@ def test_the_track_builds_the_transformer_and_its_checkpoint_loads(tmp_path, rng
     assert isinstance(loaded, TransformerSeq2seq) and description["config"]["d_model"] == 8
     for name, value in model.state_dict().items():
         np.testing.assert_array_equal(loaded.state_dict()[name], value)
+
+
+# --- greedy decoding with a key/value cache ---------------------------------------------------
+
+
+@HYPOTHESIS
+@given(seed=st.integers(0, 2 ** 16), num_layers=st.integers(1, 3), num_heads=st.sampled_from([1, 2, 4]),
+       norm_first=st.booleans(), steps=st.integers(1, 9), stop=st.sampled_from([None, 2]),
+       lengths=st.lists(st.integers(0, 6), min_size=1, max_size=4))
+def test_cached_decoding_writes_exactly_the_uncached_tokens(seed, num_layers, num_heads, norm_first, steps, stop,
+                                                            lengths):
+    """Decoding one token at a time from a key/value cache chooses the same tokens as running the decoder
+    over the whole prefix at every step, with the same weights, for any model, padding (a source of no
+    real token included) and stopping rule."""
+    rng = np.random.default_rng(seed)
+    model = randomized(TransformerSeq2seq(config(num_layers=num_layers, num_heads=num_heads, norm_first=norm_first),
+                                          rng=seed), rng, scale=1.0)
+    source = rng.integers(0, 7, (len(lengths), 6))
+    mask = lengths_mask(lengths, 6)
+    ids, maps = model.generate(source, mask, 1, steps, stop, all_weights=True)
+    ids_uncached, maps_uncached = model.generate(source, mask, 1, steps, stop, all_weights=True, use_cache=False)
+    np.testing.assert_array_equal(ids, ids_uncached)
+    assert maps.keys() == maps_uncached.keys()
+    for name in maps:
+        np.testing.assert_allclose(maps[name], maps_uncached[name], rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def test_cached_decoding_runs_each_position_through_the_decoder_once(rng, monkeypatch):
+    """With the cache every step embeds one new token and the full decoder pass never runs; without it,
+    step t embeds all t tokens again."""
+    model = randomized(TransformerSeq2seq(config(), rng=0), rng, scale=1.0)
+    data = batch(rng)
+    widths, embed = [], model.decoder.embed.forward
+    monkeypatch.setattr(model.decoder.embed, "forward", lambda ids: widths.append(ids.shape[1]) or embed(ids))
+    passes = []
+    full_pass = model.decoder.forward
+    monkeypatch.setattr(model.decoder, "forward", lambda *args: passes.append(1) or full_pass(*args))
+    model.generate(data["source"], data["source_mask"], 1, 6)
+    assert widths == [1] * 6 and not passes
+    widths.clear()
+    model.generate(data["source"], data["source_mask"], 1, 6, use_cache=False)
+    assert widths == [1, 2, 3, 4, 5, 6, 6] and len(passes) == 7  # and one pass for the weights
+
+
+def test_a_decoder_step_is_the_last_row_of_the_full_pass(rng):
+    """``TransformerDecoder.step`` on the newest token, after the earlier ones went through the cache, gives
+    the logits that the causal full pass gives at that position."""
+    model = randomized(TransformerSeq2seq(config(norm_first=False), rng=0), rng, scale=1.0)
+    data = batch(rng)
+    from attention_course.numpy_track.transformer import KeyValueCache
+
+    states = model.encoder.forward(data["source"], data["source_mask"])
+    full = model.decoder.forward(data["decoder_input"], states, data["source_mask"])  # (N, 4, V)
+    cache = KeyValueCache(len(model.decoder.layers))
+    for t in range(data["decoder_input"].shape[1]):
+        logits = model.decoder.step(data["decoder_input"][:, t], states, data["source_mask"], cache)
+        np.testing.assert_allclose(logits, full[:, t], rtol=1e-10, atol=1e-12)
+    assert cache.length == 4 and cache.layers[0].keys.shape == (N, heads, 4, d // heads)

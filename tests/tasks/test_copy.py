@@ -160,8 +160,9 @@ def test_a_damaged_checkpoint_is_a_clear_error(tmp_path):
         load_copy_checkpoint(tmp_path, "numpy")
 
 
-def test_the_old_module_name_is_the_same_code():
-    import attention_course.ntm_copy as old
-    import attention_course.tasks.copy as new
+def test_the_old_module_names_are_gone():
+    """``attention_course.ntm_copy`` and ``attention_course.applications`` were the tasks' old names."""
+    import importlib.util
 
-    assert all(getattr(old, name) is getattr(new, name) for name in old.__all__)
+    assert importlib.util.find_spec("attention_course.ntm_copy") is None
+    assert importlib.util.find_spec("attention_course.applications") is None

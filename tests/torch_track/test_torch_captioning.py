@@ -16,9 +16,9 @@ def small(**options):
 
 
 @pytest.mark.parametrize("reset_after", [False, True])
-@pytest.mark.parametrize("coverage_weight", [0.0, 0.7])
-def test_decoder_parity(parity, rng, reset_after, coverage_weight):
-    c = small(reset_after=reset_after, coverage_weight=coverage_weight)
+@pytest.mark.parametrize("coverage_weight, context", [(0.0, "attention"), (0.7, "attention"), (0.0, "static")])
+def test_decoder_parity(parity, rng, reset_after, coverage_weight, context):
+    c = small(reset_after=reset_after, coverage_weight=coverage_weight, context=context)
     decoder = np_captioning.CaptionDecoder(c, rng=3)
     module = th_captioning.CaptionDecoder(c, rng=3)
     parity.assert_same_parameters(decoder, module)

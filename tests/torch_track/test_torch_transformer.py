@@ -4,6 +4,8 @@ MultiheadAttention, LayerNorm and Transformer layers; the fast (SDPA) and the st
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attention_course.core.configs import TransformerConfig
 from attention_course.numpy_track import transformer as numpy_transformer
@@ -196,10 +198,13 @@ def test_greedy_decoding_parity(parity, rng):
     ids_t, alignment_t = module.generate(parity.as_torch(data["source"]), parity.as_torch(data["source_mask"]), 1, 6, 2)
     np.testing.assert_array_equal(ids_t.numpy(), ids)
     parity.assert_close("alignment", alignment_t, alignment)
-    _, maps = module.generate(parity.as_torch(data["source"]), parity.as_torch(data["source_mask"]), 1, 6, 2,
-                              all_weights=True)
-    for name, value in numpy_model.attention_maps().items():
-        parity.assert_close(f"{name} weights", maps[name], value)
+    for use_cache in (True, False):
+        _, maps = module.generate(parity.as_torch(data["source"]), parity.as_torch(data["source_mask"]), 1, 6, 2,
+                                  all_weights=True, use_cache=use_cache)
+        _, numpy_maps = numpy_model.generate(data["source"], data["source_mask"], 1, 6, 2, all_weights=True,
+                                             use_cache=use_cache)
+        for name, value in numpy_maps.items():
+            parity.assert_close(f"{name} weights (cache: {use_cache})", maps[name], value)
 
 
 def test_causal_decoder_never_sees_the_future(rng):
@@ -212,3 +217,30 @@ def test_causal_decoder_never_sees_the_future(rng):
     perturbed = module.decoder(changed, states, data["source_mask"])
     torch.testing.assert_close(perturbed[:, :3], logits[:, :3], rtol=0, atol=0)
     assert not torch.allclose(perturbed[:, 3], logits[:, 3])
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2 ** 16), num_layers=st.integers(1, 3), num_heads=st.sampled_from([1, 2, 4]),
+       norm_first=st.booleans(), steps=st.integers(1, 9), stop=st.sampled_from([None, 2]),
+       lengths=st.lists(st.integers(0, 6), min_size=1, max_size=4))
+def test_cached_decoding_writes_exactly_the_uncached_tokens(seed, num_layers, num_heads, norm_first, steps, stop,
+                                                            lengths):
+    """The torch track's key/value cache: the same tokens as the decoder run over the whole prefix at every
+    step, the same weights, for any model, padding and stopping rule."""
+    torch.manual_seed(seed)
+    module = torch_transformer.TransformerSeq2seq(
+        config(num_layers=num_layers, num_heads=num_heads, norm_first=norm_first), rng=seed).eval()
+    with torch.no_grad():
+        for name, value in module.named_parameters():
+            value.uniform_(-1.0, 1.0)
+            if name.endswith("gamma"):
+                value.add_(1.0)
+    rng = np.random.default_rng(seed)
+    source = torch.from_numpy(rng.integers(0, 7, (len(lengths), 6)))
+    source_mask = torch.from_numpy(mask(lengths, 6))
+    ids, maps = module.generate(source, source_mask, 1, steps, stop, all_weights=True)
+    ids_uncached, maps_uncached = module.generate(source, source_mask, 1, steps, stop, all_weights=True,
+                                                  use_cache=False)
+    torch.testing.assert_close(ids, ids_uncached, rtol=0, atol=0)
+    for name in maps:
+        torch.testing.assert_close(maps[name], maps_uncached[name], rtol=1e-9, atol=1e-12, msg=name)
