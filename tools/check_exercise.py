@@ -22,6 +22,9 @@ For each assignment of ``solutions/``:
 * a self-consistent fake: a fixed linear map with its exact transpose as the backward pass (or
   autograd's, in torch): must score 0, so no gradient test passes on consistency alone;
 * each fake of each answer function alone (the others solved): must lose points;
+* the exercise's core mistake (``CORE_MISTAKE`` in its ``reference.py``: the wrong answer the exercise
+  exists to teach against): must lose points, and a *visible* test must fail on it with a message
+  that names the mistake (holds its ``message``), so that the student learns it before grading;
 * mutants of the solution (a flipped sign, another axis, a dropped term, a transpose, an
   off-by-one, the mask ignored, a changed constant, ...): each must lose points. A mutant that
   keeps full marks is compared with the solution on the inputs the tests use and on random
@@ -45,23 +48,27 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import nbformat
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-import exercise_adversary as adversary  # noqa: E402
-from autograder.course import Course  # noqa: E402
-from autograder.errors import GradingError  # noqa: E402
-from autograder.grading import GradeOptions, autograde  # noqa: E402
-from autograder.references import reference_path  # noqa: E402
-from autograder import similarity  # noqa: E402
-from autograder.release import release  # noqa: E402
-from autograder.submissions import import_submissions  # noqa: E402
+import exercise_adversary as adversary  # noqa: E402  (the standard library only)
+
+# The grader and nbgrader (the `grading` extras: nbgrader, nbformat, jupyter_client, copydetect, ...)
+# are imported where they are used, so that `--help` works without them.
+if TYPE_CHECKING:
+    import nbformat
+    from autograder.course import Course
 
 SOLUTIONS = ROOT / "solutions"   # --source changes it
+
+
+def reference_path(source_notebook: Path) -> Path | None:
+    from autograder.references import reference_path as find
+
+    return find(source_notebook)
 
 
 def _meta(cell) -> dict:
@@ -69,6 +76,8 @@ def _meta(cell) -> dict:
 
 
 def source_notebook(name: str) -> nbformat.NotebookNode:
+    import nbformat
+
     path = SOLUTIONS / name / f"{name}.ipynb"
     if not path.is_file():
         raise SystemExit(f"no exercise {name!r}: {path} does not exist")
@@ -79,6 +88,8 @@ def source_notebook(name: str) -> nbformat.NotebookNode:
 # 1. In a kernel
 def _reference_cell(name: str) -> nbformat.NotebookNode | None:
     """A first cell binding ``reference`` as the judge does, or None when the exercise has none."""
+    import nbformat
+
     path = reference_path(SOLUTIONS / name / f"{name}.ipynb")
     if path is None:
         return None
@@ -118,6 +129,8 @@ def _errors(cell) -> str:
 
 
 def check_in_kernel(name: str, course: Course, folder: Path) -> list[str]:
+    import nbformat
+
     problems = []
     source = source_notebook(name)
     bound = _reference_cell(name)
@@ -160,6 +173,8 @@ class Options:
 
 def handed_in(course: Course, name: str, answers: dict[str, str]) -> nbformat.NotebookNode:
     """The released notebook with ``answers`` (grade_id -> source) typed in, as a student hands it in."""
+    import nbformat
+
     nb = nbformat.read(course.release_dir(name) / f"{name}.ipynb", as_version=4)
     for cell in nb.cells:
         if _meta(cell).get("grade_id") in answers:
@@ -177,7 +192,7 @@ class Entry:
 
     student: str
     label: str
-    expect: str               # "full", "zero", "loses", "flagged" (for review) or "report"
+    expect: str               # "full", "zero", "loses", "core" (loses, a visible test names it), "flagged" or "report"
     answers: dict | None      # grade_id -> source; None: the released notebook as it is
     mutant: adversary.Mutant | None = None
     graded: bool = True       # through the grader (a mutant not graded is screened only)
@@ -187,6 +202,7 @@ class Entry:
     status: str = ""
     flags: list = field(default_factory=list)
     mutants_found: int = 0    # (on the solution's entry) how many mutants there are, tried or not
+    mistake: dict | None = None   # (the core mistake's entry) the reference's CORE_MISTAKE
     records: dict = field(default_factory=dict)
     verdict: str = ""
 
@@ -221,6 +237,10 @@ def entries_for(name: str, source, options: Options) -> list[Entry]:
         return entries
     functions = adversary.answer_functions(source)
     base = solution_answers(source)
+    mistake = adversary.core_mistake(reference_path(SOLUTIONS / name / f"{name}.ipynb"))
+    if mistake is not None:
+        entries.append(Entry("core-mistake", f"core mistake: {mistake['what']}", "core",
+                             {**base, **adversary.core_mistake_answers(source, mistake)}, mistake=mistake))
     for kind in adversary.FAKE_KINDS:
         entries.append(Entry(f"fake-{kind}", f"fake {kind}: every function", "zero",
                              {**base, **adversary.fake_answers(source, kind)}))
@@ -242,6 +262,10 @@ def entries_for(name: str, source, options: Options) -> list[Entry]:
 
 def grade_batch(course: Course, name: str, entries: list[Entry], folder: Path, workers: int) -> float:
     """Grade every entry to be graded in one batch, as a class is graded; returns the seconds it took."""
+    import nbformat
+    from autograder.grading import GradeOptions, autograde
+    from autograder.submissions import import_submissions
+
     submissions = folder / "submissions"
     submissions.mkdir(parents=True)
     for entry in entries:
@@ -269,6 +293,8 @@ def grade_batch(course: Course, name: str, entries: list[Entry], folder: Path, w
 
 def judge(entries: list[Entry]) -> None:
     """Each entry's verdict, from its grade and, for a mutant, from the screen and the equivalence test."""
+    from autograder import similarity
+
     for entry in entries:
         if entry.mutant is not None:
             entry.verdict = _mutant_verdict(entry)
@@ -287,6 +313,12 @@ def judge(entries: list[Entry]) -> None:
             entry.verdict = "ok" if entry.score == 0 else "PROBLEM: scores"
         elif entry.expect == "loses":
             entry.verdict = "ok" if entry.score < entry.max_score else "PROBLEM: keeps full marks"
+        elif entry.expect == "core":
+            named = [grade_id for grade_id, record in entry.records.items()
+                     if adversary.names_the_mistake(record, entry.mistake)]
+            entry.verdict = (f"ok (named by {', '.join(named)})" if entry.score < entry.max_score and named else
+                             "PROBLEM: keeps full marks" if entry.score >= entry.max_score else
+                             f"PROBLEM: no visible test fails with a message holding {entry.mistake['message']!r}")
         elif entry.expect == "flagged":
             entry.verdict = "ok" if entry.status == "flagged" else "PROBLEM: not flagged for review"
         else:
@@ -314,6 +346,8 @@ def _mutant_verdict(entry: Entry) -> str:
 def screen_mutants(name: str, entries: list[Entry], folder: Path, workers: int) -> dict:
     """Screen every mutant against the tests, and compare those that pass with the solution, in a
     process of its own (``exercise_adversary.py run``); sets each mutant's ``screened``."""
+    import nbformat
+
     mutants = [e for e in entries if e.mutant is not None]
     if not mutants:
         return {}
@@ -358,7 +392,8 @@ def table(result: Result, verbose: bool = False) -> str:
     timing = ", ".join(f"{key} {value:.0f} s" for key, value in result.seconds.items())
     lines = [f"{result.name} ({points:g} points; {timing})",
              f"  {'submission':<{width}} {'score':>9}  {'expected':<11} verdict"]
-    expected = {"full": "full marks", "zero": "0", "loses": "< full", "flagged": "flagged", "report": ""}
+    expected = {"full": "full marks", "zero": "0", "loses": "< full", "core": "named", "flagged": "flagged",
+                "report": ""}
     for entry, label in zip(shown, labels):
         score = "-" if entry.score is None else f"{entry.score:g}/{entry.max_score:g}"
         if len(label) > width:
@@ -393,6 +428,9 @@ def check_assignment(name: str, course: Course, folder: Path, options: Options, 
     source = source_notebook(name)
     entries = entries_for(name, source, options) + list(extra)
     result = Result(name, course, entries)
+    if options.adversarial and not any(e.expect == "core" for e in entries):
+        result.notes.append(f"{name}: its reference.py names no {adversary.CORE_MISTAKE} (the wrong answer the "
+                            f"exercise exists to teach against, which a visible test must name)")
     result.seconds["graded"] = grade_batch(course, name, entries, folder, options.workers)
     if any(e.mutant is not None for e in entries):
         screen = screen_mutants(name, entries, folder, options.workers)
@@ -410,6 +448,10 @@ def check_assignments(names: list[str], folder: Path, options: Options,
     course of its own under ``folder``; each table is echoed when it is done."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+
+    from autograder.course import Course
+    from autograder.errors import GradingError
+    from autograder.release import release
 
     extra = extra or {}
     courses = {}
@@ -478,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(adversarial=args.adversarial, mutants=args.mutants, screened=args.screen, seed=args.seed,
                       workers=args.workers,
                       jobs=args.jobs, verbose=args.verbose)
+    from autograder.course import Course
+    from autograder.release import release
+
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="check-exercise-") as tmp:
         folder = Path(tmp)

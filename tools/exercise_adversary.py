@@ -13,6 +13,9 @@ wrong answers from the solution notebook itself, as a student would hand them in
   ``### END SOLUTION``: a flipped sign, another axis, a dropped term, a transpose removed, an
   off-by-one, the mask ignored, a changed constant, a swapped function, comparison or pair of
   returned values, a dropped statement or accumulation;
+* **the core mistake** (``core_mistake``): the wrong answer the exercise exists to teach against,
+  named as ``CORE_MISTAKE`` in the exercise's ``reference.py`` (so never released and all secret):
+  a visible test must fail on it with a message that names it;
 * **equivalence** (``python tools/exercise_adversary.py run JOB OUT``, run in a process of
   its own): the solution's test cells are run once with every call of an answer function
   recorded (a value passed from one call's output to the next, such as a cache, is recorded as
@@ -315,6 +318,80 @@ def fake_answers(nb, kind: str, only: str | None = None) -> dict[str, str]:
             if defines_faked:
                 answers[_meta(cell)["grade_id"]] = _fake_cell(cell.source, faked, kind, role_of)
     return answers
+
+
+# ------------------------------------------------------------------------------------------------
+# The core mistake: the wrong answer the exercise exists to teach against
+CORE_MISTAKE = "CORE_MISTAKE"   # its name in the exercise's reference.py (never released, all secret)
+CORE_MISTAKE_KEYS = ("what", "message", "answers")
+HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
+HIDDEN_FAILED = "a hidden test of this cell failed"   # how the judge's feedback on a hidden part starts
+
+
+def core_mistake(reference_file) -> dict | None:
+    """The exercise's core mistake, as its ``reference.py`` names it (read, never run), or None.
+
+    ``CORE_MISTAKE = {"what": ..., "message": ..., "answers": {function: body}}``: ``what`` says
+    the mistake in a sentence, ``message`` is what the failure message of a visible test must
+    contain (the words that name the mistake), ``answers`` the body of each answer function
+    that makes it (indented as you like; it replaces the code between the solution markers).
+    """
+    if reference_file is None or not Path(reference_file).is_file():
+        return None
+    tree = ast.parse(Path(reference_file).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == CORE_MISTAKE
+                                                for t in node.targets):
+            value = ast.literal_eval(node.value)
+            if not isinstance(value, dict) or sorted(value) != sorted(CORE_MISTAKE_KEYS):
+                raise ValueError(f"{reference_file}: {CORE_MISTAKE} must be a dict with the keys "
+                                 f"{', '.join(CORE_MISTAKE_KEYS)}")
+            if not (isinstance(value["answers"], dict) and value["answers"]
+                    and all(isinstance(k, str) and isinstance(v, str) for k, v in value["answers"].items())):
+                raise ValueError(f"{reference_file}: {CORE_MISTAKE}['answers'] maps answer functions to bodies")
+            if not (isinstance(value["message"], str) and value["message"].strip()):
+                raise ValueError(f"{reference_file}: {CORE_MISTAKE}['message'] is the text a visible failure must hold")
+            return value
+    return None
+
+
+def with_body(source: str, body: str) -> str:
+    """An answer cell's ``source`` with the code between its solution markers replaced by ``body``
+    (dedented, then indented as the markers are), the markers dropped, as a student hands it in."""
+    import textwrap
+
+    lines = source.split("\n")
+    begin = next(i for i, line in enumerate(lines) if BEGIN in line)
+    end = next(i for i, line in enumerate(lines) if END in line)
+    indent = re.match(r"\s*", lines[begin]).group(0)
+    new = [indent + line if line.strip() else "" for line in textwrap.dedent(body).strip("\n").split("\n")]
+    return "\n".join(lines[:begin] + new + lines[end + 1:])
+
+
+def core_mistake_answers(nb, mistake: dict) -> dict[str, str]:
+    """grade_id -> the answer cell's source with the core mistake made (the other answers solved)."""
+    answers = {}
+    for function, body in mistake["answers"].items():
+        cells = [cell for cell in answer_cells(nb)
+                 if any(isinstance(node, ast.FunctionDef) and node.name == function for node in ast.parse(cell.source).body)]
+        if len(cells) != 1:
+            raise ValueError(f"the core mistake names {function!r}, which {len(cells)} answer cells define")
+        grade_id = _meta(cells[0])["grade_id"]
+        answers[grade_id] = with_body(answers.get(grade_id, cells[0].source), body)
+    return answers
+
+
+def visible_part(source: str) -> str:
+    """What a test cell runs before its first hidden part (the student sees it)."""
+    return source.split(HIDDEN_BEGIN, 1)[0]
+
+
+def names_the_mistake(record: dict, mistake: dict) -> bool:
+    """Whether a test cell's grading record is a failure of its *visible* part whose message holds
+    the core mistake's ``message`` (a hidden part's failure shows only the instructor's reason)."""
+    feedback = str(record.get("feedback", ""))
+    return (not record.get("passed") and not feedback.startswith(HIDDEN_FAILED)
+            and mistake["message"].lower() in str(record.get("message", "")).lower())
 
 
 # ------------------------------------------------------------------------------------------------

@@ -41,3 +41,19 @@ def gradients(queries, keys, values, bandwidth, mask, d_estimates):
     out, leaves = _estimates(queries, keys, values, bandwidth, mask)
     grads = torch.autograd.grad(out, leaves, torch.tensor(np.array(d_estimates, dtype=np.float64)))
     return [grad.numpy() for grad in grads]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the weights'
+# normalisation forgotten in the backward pass, d f_i / d a_ij = v_j / sum_l a_il without the - f_i of the quotient
+# rule. A visible test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the quotient rule's - f_i is left out: d f_i / d a_ij taken as v_j / sum_l a_il",
+    "message": "by the quotient rule",
+    "answers": {"epanechnikov_backward": """
+        u, a, total, weights, values, estimates, h = cache
+        safe = np.where(total > 0, total, 1.0)
+        d_a = d_estimates[:, None] * values[None, :] / safe[:, None]
+        d_u = np.where(a > 0, -2.0 * u * d_a, 0.0)
+        return d_u.sum(axis=1) / h, -d_u.sum(axis=0) / h, weights.T @ d_estimates, np.array([-(d_u * u).sum() / h])
+    """},
+}

@@ -70,3 +70,31 @@ def relative_attention_gradients(x, W_q, W_k, W_v, W_o, rel_k, rel_v, num_heads,
     leaves = _leaves(x, W_q, W_k, W_v, W_o, rel_k, rel_v)
     out, _ = (_attend_at_once if at_once else _attend)(*leaves, num_heads, causal)
     return [g.numpy() for g in torch.autograd.grad((out * torch.as_tensor(dout)).sum(), leaves)]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the tables'
+# gradients written with fancy-index assignment, which keeps one pair per repeated index instead of the sum over
+# all of them. A visible test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the tables' gradients keep one pair per distance (fancy-index assignment) instead of summing them all",
+    "message": "the sum over all the pairs at its distance",
+    "answers": {"relative_attention_backward": """
+        x, W_q, W_k, W_v, W_o, rel_k, index, a_k, a_v, Q, K, V, weights, concat = cache
+        N, h, T, d_k = Q.shape
+        d = h * d_k
+        dW_o = concat.reshape(N * T, d).T @ dout.reshape(N * T, d)
+        d_heads = (dout @ W_o.T).reshape(N, T, h, d_k).transpose(0, 2, 1, 3)
+        d_weights = d_heads @ V.transpose(0, 1, 3, 2) + np.einsum("nhid,ijd->nhij", d_heads, a_v)
+        dV = weights.transpose(0, 1, 3, 2) @ d_heads
+        d_scores = softmax_backward(weights, d_weights) / np.sqrt(d_k)
+        dQ = d_scores @ K + np.einsum("nhij,ijd->nhid", d_scores, a_k)
+        dK = d_scores.transpose(0, 1, 3, 2) @ Q
+        drel_k, drel_v = np.zeros_like(rel_k), np.zeros_like(rel_k)
+        drel_k[index] += np.einsum("nhij,nhid->ijd", d_scores, Q)
+        drel_v[index] += np.einsum("nhij,nhid->ijd", weights, d_heads)
+        dQ, dK, dV = (a.transpose(0, 2, 1, 3).reshape(N * T, d) for a in (dQ, dK, dV))
+        x2 = x.reshape(N * T, d)
+        dx = dQ @ W_q.T + dK @ W_k.T + dV @ W_v.T
+        return dx.reshape(N, T, d), x2.T @ dQ, x2.T @ dK, x2.T @ dV, dW_o, drel_k, drel_v
+    """},
+}

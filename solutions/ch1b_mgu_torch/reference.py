@@ -59,3 +59,19 @@ def encode(xs, lengths, h0, W_x, W_h, b, d_states=None, d_last=None):
                                 allow_unused=True)
     grads = [torch.zeros_like(leaf) if g is None else g for leaf, g in zip(leaves, grads)]
     return states.detach().numpy(), last.detach().numpy(), [g.numpy() for g in grads]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the
+# previous state taken out of torch's graph, so the encoder's gradient never flows back in time. A
+# visible test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the step detaches the previous state: no gradient flows back through time",
+    "message": "no gradient reaches h_prev",
+    "answers": {"mgu_step": """
+        H = h_prev.shape[-1]
+        h_prev = h_prev.detach()
+        f = torch.sigmoid(x @ W_x[:, :H] + h_prev @ W_h[:, :H] + b[:H])
+        candidate = torch.tanh(x @ W_x[:, H:] + (f * h_prev) @ W_h[:, H:] + b[H:])
+        return (1 - f) * h_prev + f * candidate
+    """},
+}

@@ -83,3 +83,20 @@ def gate_values(N, T, H, seed):
     rng = np.random.default_rng(seed)
     return [np.tanh(rng.standard_normal((N, T, H)) * 2)] + \
         [1 / (1 + np.exp(-rng.standard_normal((N, T, H)) * 2)) for _ in range(2)]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): an
+# unmasked (centred) convolution, whose gates at step t see later inputs. A visible test must fail on it
+# with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the convolution is not masked: a centred window lets step t see later inputs",
+    "message": "sees no later input",
+    "answers": {"qrnn_gates": """
+        k, D, _ = W.shape
+        N, T, _ = xs.shape
+        H = b.shape[0] // 3
+        padded = torch.cat([xs.new_zeros((N, k - 1 - k // 2, D)), xs, xs.new_zeros((N, k // 2, D))], dim=1)
+        pre = b + sum(padded[:, k - 1 - m:k - 1 - m + T] @ W[m] for m in range(k))
+        return torch.tanh(pre[..., :H]), torch.sigmoid(pre[..., H:2 * H]), torch.sigmoid(pre[..., 2 * H:])
+    """},
+}

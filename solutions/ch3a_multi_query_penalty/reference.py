@@ -40,3 +40,16 @@ def forward(hs, A, dM=None, dpenalty=None):
     grads = torch.autograd.grad([M, penalty], [hs_t, A_t], [torch.tensor(np.array(dM, dtype=np.float64)),
                                                              torch.tensor(np.array(dpenalty, dtype=np.float64))])
     return M.detach().numpy(), penalty.detach().numpy(), [g.numpy() for g in grads]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the penalty's
+# gradient from one of the two terms of its differential (2 G A instead of 4 G A), as if A appeared in G once.
+# A visible test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the penalty's gradient keeps one of the two terms of its differential: 2 G A instead of 4 G A",
+    "message": "both terms",
+    "answers": {"multi_weighted_sum_backward": """
+        hs, A, G = cache
+        return A.transpose(0, 2, 1) @ dM, dM @ hs.transpose(0, 2, 1) + 2.0 * dpenalty[:, None, None] * (G @ A)
+    """},
+}

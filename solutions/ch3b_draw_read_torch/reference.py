@@ -58,3 +58,19 @@ def attention_parameters(N, rows, columns, seed, spread=1.0):
     g_x = rng.uniform(-0.5, columns - 0.5, N) * spread
     g_y = rng.uniform(-0.5, rows - 0.5, N) * spread
     return [g_x, g_y, rng.normal(0.0, 0.5, N), rng.normal(0.0, 0.7, N), rng.normal(0.0, 0.3, N)]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): each
+# filter normalised as written, exp over its sum, which is 0 / 0 once the centre is far outside the grid.
+# A visible test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "each filter normalised as exp over its sum, not stably: NaN for a centre far outside the grid",
+    "message": "normalise stably",
+    "answers": {"gaussian_filterbank": """
+        offsets = torch.arange(n, dtype=centre.dtype) - (n - 1) / 2
+        means = centre[:, None] + offsets[None, :] * torch.exp(log_delta)[:, None]
+        positions = torch.arange(size, dtype=centre.dtype)
+        weights = torch.exp(-(positions[None, None, :] - means[:, :, None]) ** 2 / (2 * torch.exp(log_sigma2)[:, None, None]))
+        return weights / weights.sum(dim=-1, keepdim=True)
+    """},
+}

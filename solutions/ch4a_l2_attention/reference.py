@@ -35,3 +35,21 @@ def weights(decoder_states, encoder_states, W_Q, W_K, mask, dweights=None):
         return out.detach().numpy()
     grads = torch.autograd.grad(out, leaves, torch.tensor(np.array(dweights, dtype=np.float64)))
     return out.detach().numpy(), [g.numpy() for g in grads]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the |k_j|^2 term
+# of the distance treated like |q_i|^2, as if the softmax cancelled it; it does not, for it differs across the
+# positions j of a row. A visible test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the |k_j|^2 term sends no gradient (treated like |q_i|^2, which the softmax cancels)",
+    "message": "through |k|^2",
+    "answers": {"l2_attention_backward": """
+        decoder_states, encoder_states, W_Q, W_K, q, k, weights = cache
+        dscores = softmax_backward(weights, dweights) / np.sqrt(W_Q.shape[1])
+        dq = 2.0 * dscores @ k - 2.0 * dscores.sum(axis=2)[:, :, None] * q
+        dk = 2.0 * dscores.transpose(0, 2, 1) @ q
+        dW_Q = np.einsum("nih,nia->ha", decoder_states, dq)
+        dW_K = np.einsum("njh,nja->ha", encoder_states, dk)
+        return dq @ W_Q.T, dk @ W_K.T, dW_Q, dW_K
+    """},
+}

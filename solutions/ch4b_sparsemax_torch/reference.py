@@ -48,3 +48,21 @@ def jacobian_vector(weights, dweights):
 def scores_with_ties(N, T_dec, T_enc, seed, spread=1.0):
     """Random scores (N, T_dec, T_enc) of the given spread."""
     return np.random.default_rng(seed).standard_normal((N, T_dec, T_enc)) * spread
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the
+# threshold taken over every real position, as if all were in the support (the projection onto the plane
+# sum(p) = 1, then clipped), so the weights neither sum to one nor find the support. A visible test must
+# fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the threshold is computed over every real position, not over the support k(z)",
+    "message": "the support is",
+    "answers": {"masked_sparsemax": """
+        real = mask[:, None, :].expand_as(scores)
+        count = real.sum(dim=-1, keepdim=True)
+        total = torch.where(real, scores, torch.zeros_like(scores)).sum(dim=-1, keepdim=True)
+        tau = (total - 1) / count.clamp(min=1).to(scores.dtype)
+        weights = torch.clamp(scores - tau, min=0)
+        return torch.where(real, weights, torch.zeros_like(weights))
+    """},
+}

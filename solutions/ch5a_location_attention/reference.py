@@ -1,6 +1,7 @@
 """The judge's own location-sensitive attention step for ch5a_location_attention: the convolution as a
 sum over the kernel's taps with explicit bounds (or, for the checks at a realistic size, torch's
-conv1d), the masked softmax in log space, gradients by torch's autograd.
+conv1d) of the previous weights on the real positions only, the masked softmax in log space, gradients
+by torch's autograd.
 
 Never released: the judge binds this module to ``reference`` in the hidden tests.
 """
@@ -54,9 +55,10 @@ def step(s, hs, alpha_prev, W_s, W_h, Q, b, w, mask, dcontext=None, dalpha=None,
     fast at a realistic size)."""
     leaves = [torch.tensor(np.array(v, dtype=np.float64), requires_grad=True) for v in (s, hs, alpha_prev, W_s, W_h, Q, b, w)]
     s_t, hs_t, prev_t, W_s_t, W_h_t, Q_t, b_t, w_t = leaves
-    location = (_location_by_convolution if convolution else _location_by_taps)(prev_t, Q_t)
-    scores = torch.tanh((s_t @ W_s_t)[:, None, :] + hs_t @ W_h_t + location + b_t) @ w_t  # (N, T)
     real = torch.tensor(np.array(mask, dtype=bool))
+    counted = torch.where(real, prev_t, torch.zeros_like(prev_t))  # alpha_prev counts on the real positions only
+    location = (_location_by_convolution if convolution else _location_by_taps)(counted, Q_t)
+    scores = torch.tanh((s_t @ W_s_t)[:, None, :] + hs_t @ W_h_t + location + b_t) @ w_t  # (N, T)
     logits = torch.where(real, scores, torch.full_like(scores, -np.inf))
     has_real = real.any(dim=1, keepdim=True)
     logits = torch.where(has_real, logits, torch.zeros_like(logits))
@@ -67,3 +69,38 @@ def step(s, hs, alpha_prev, W_s, W_h, Q, b, w, mask, dcontext=None, dalpha=None,
     grads = torch.autograd.grad([context, alpha], leaves, [torch.tensor(np.array(dcontext, dtype=np.float64)),
                                                            torch.tensor(np.array(dalpha, dtype=np.float64))])
     return context.detach().numpy(), alpha.detach().numpy(), [g.numpy() for g in grads]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the kernel run
+# the other way (a convolution where the equation correlates), with a backward pass that agrees with it, so that
+# a check of the backward pass against the forward pass cannot see it. A visible test must fail on it with a
+# message that holds "message".
+CORE_MISTAKE = {
+    "what": "the kernel runs the other way (tap m meets alpha_prev[j - m + (r - 1) / 2]), forward and backward agreeing",
+    "message": "a correlation, as written",
+    "answers": {"location_attention_forward": """
+        T = hs.shape[1]
+        r = Q.shape[0]
+        half = (r - 1) // 2
+        padded = np.pad(np.where(mask, alpha_prev, 0.0), ((0, 0), (half, half)))
+        windows = np.stack([padded[:, r - 1 - m:r - 1 - m + T] for m in range(r)], axis=-1)
+        act = np.tanh((s @ W_s)[:, None, :] + hs @ W_h + windows @ Q + b)
+        alpha = masked_softmax(act @ w, mask)
+        return np.einsum("nj,njh->nh", alpha, hs), alpha, (s, hs, W_s, W_h, Q, w, windows, act, alpha, mask)
+    """, "location_attention_backward": """
+        s, hs, W_s, W_h, Q, w, windows, act, alpha, mask = cache
+        T = hs.shape[1]
+        r = Q.shape[0]
+        half = (r - 1) // 2
+        dscores = softmax_backward(alpha, dalpha + np.einsum("njh,nh->nj", hs, dcontext))
+        dpre = dscores[:, :, None] * w * (1.0 - act ** 2)
+        d_query = dpre.sum(axis=1)
+        dwindows = dpre @ Q.T
+        dpadded = np.zeros((alpha.shape[0], T + r - 1))
+        for m in range(r):
+            dpadded[:, r - 1 - m:r - 1 - m + T] += dwindows[:, :, m]
+        return (d_query @ W_s.T, alpha[:, :, None] * dcontext[:, None, :] + dpre @ W_h.T, dpadded[:, half:half + T] * mask,
+                s.T @ d_query, np.einsum("njh,nja->ha", hs, dpre), np.einsum("njm,nja->ma", windows, dpre),
+                dpre.sum(axis=(0, 1)), np.einsum("nja,nj->a", act, dscores))
+    """},
+}

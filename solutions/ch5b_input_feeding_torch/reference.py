@@ -77,3 +77,21 @@ def decode(ys, hs, lengths, s0, params, douts=None):
     outputs = [torch.stack(tildes), torch.stack(alphas)]
     values = [o.detach().numpy() for o in outputs]
     return values if douts is None else (values, _grads(outputs, leaves, douts))
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the
+# chapter's Luong decoder, which feeds nothing back. A visible test must fail on it with a message that
+# holds "message".
+CORE_MISTAKE = {
+    "what": "nothing is fed back: every step gets a zero h_tilde_prev (the chapter's Luong decoder)",
+    "message": "must be fed h_tilde",
+    "answers": {"input_feeding_decoder": """
+        s = s0
+        h_tildes, alphas = [], []
+        for i in range(ys.shape[1]):
+            s, h_tilde, alpha = input_feeding_step(ys[:, i], s, torch.zeros_like(s0), hs, mask, W_x, W_h, b, W_a, W_c, b_c)
+            h_tildes.append(h_tilde)
+            alphas.append(alpha)
+        return torch.stack(h_tildes, dim=1), torch.stack(alphas, dim=1)
+    """},
+}

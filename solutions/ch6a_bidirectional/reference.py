@@ -37,3 +37,23 @@ def gated_merge_gradients(forward_states, backward_states, lengths, W_g, b_g, W_
     leaves, annotations, s0 = _run(forward_states, backward_states, lengths, W_g, b_g, W_init, b_init)
     total = (annotations * torch.as_tensor(d_annotations)).sum() + (s0 * torch.as_tensor(d_s0)).sum()
     return [grad.numpy() for grad in torch.autograd.grad(total, leaves, allow_unused=False)]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the mean that s_0
+# starts from taken over all T positions, the padding counted, with a backward pass that agrees with it. A visible
+# test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the mean for s_0 runs over all T positions (divides by T), forward and backward agreeing",
+    "message": "the mean runs over its real tokens only",
+    "answers": {"gated_merge_forward": """
+        N, T, H = forward_states.shape
+        lengths = np.asarray(lengths)
+        real = (np.arange(T) < lengths[:, None])[:, :, None]
+        both = np.concatenate([forward_states, backward_states], axis=-1)
+        gate = sigmoid(both @ W_g + b_g)
+        annotations = (gate * forward_states + (1 - gate) * backward_states) * real
+        mean = annotations.sum(axis=1) / T
+        s0 = np.tanh(mean @ W_init + b_init)
+        return annotations, s0, (both, gate, real, np.full(N, T), mean, s0, W_g, W_init)
+    """},
+}

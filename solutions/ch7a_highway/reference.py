@@ -60,3 +60,21 @@ def highway_gradient_norms(xs, mask, layers, dys, at_once=False):
     # the top's own gradient is dys where the top depends on it: the real positions
     grads = list(grads[:-1]) + [torch.as_tensor(np.where(mask[:, :, None], dys, 0.0))]
     return np.array([float(torch.linalg.norm(g)) for g in grads])
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): the gate's path
+# left out of dxs, as if t did not depend on x (only the transform and the carry path send the input a gradient).
+# A visible test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the gate's path is left out of dxs (t treated as if it did not depend on x)",
+    "message": "through the gate t",
+    "answers": {"highway_backward": """
+        xs, keep, transformed, gate, W_H, W_T = cache
+        dys = np.where(keep, dys, 0.0)
+        d_h_pre = dys * gate * (1 - transformed ** 2)
+        d_t_pre = dys * (transformed - xs) * gate * (1 - gate)
+        dxs = dys * (1 - gate) + d_h_pre @ W_H.T
+        return (dxs, np.einsum("ntd,nte->de", xs, d_h_pre), d_h_pre.sum(axis=(0, 1)), np.einsum("ntd,nte->de", xs, d_t_pre),
+                d_t_pre.sum(axis=(0, 1)))
+    """},
+}

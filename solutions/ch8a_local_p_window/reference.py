@@ -60,3 +60,18 @@ def localness_gradients(hs, s, lengths, W_p, v_p, v_d, dcontext, at_once=False):
     leaves = _leaves(hs, s, W_p, v_p, v_d)
     context = (_attend_at_once if at_once else _attend)(leaves[0], leaves[1], lengths, *leaves[2:])[0]
     return [g.numpy() for g in torch.autograd.grad((context * torch.as_tensor(dcontext)).sum(), leaves)]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): s differentiated
+# through the dot scores alone, as if the Gaussian bias were a constant, so no gradient reaches the predicted centre
+# and width. A visible test must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the Gaussian bias is treated as a constant: s gets no gradient through p and D, nor do W_p, v_p, v_d",
+    "message": "through p and through D",
+    "answers": {"localness_backward": """
+        hs, s, lengths, W_p, v_p, v_d, u, p, width, offsets, alpha = cache
+        d_logits = softmax_backward(alpha, dcontext @ hs.transpose(0, 2, 1))
+        dhs = alpha.transpose(0, 2, 1) @ dcontext + d_logits.transpose(0, 2, 1) @ s
+        return dhs, d_logits @ hs, np.zeros_like(W_p), np.zeros_like(v_p), np.zeros_like(v_d)
+    """},
+}

@@ -50,3 +50,18 @@ def expected_gradient(scores, mask, losses, entropy_weight):
     objective = (alpha * torch.as_tensor(np.asarray(losses, dtype=np.float64)[mask])).sum() - entropy_weight * _entropy(real)
     (grad,) = torch.autograd.grad(objective, [scores])
     return grad.numpy()
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): plain
+# REINFORCE, the sampled loss with no baseline. A visible test must fail on it with a message that holds
+# "message".
+CORE_MISTAKE = {
+    "what": "no self-critical baseline: the sampled loss alone weighs log alpha_z",
+    "message": "the baseline is the loss of the greedy choice",
+    "answers": {"self_critical_surrogate": """
+        masked_scores = scores.masked_fill(~mask, float("-inf"))
+        rows = torch.arange(scores.shape[0])
+        log_alpha_z = torch.log_softmax(masked_scores, dim=-1)[rows, z]
+        return (losses[rows, z].detach() * log_alpha_z - entropy_weight * masked_entropy(scores, mask)).mean()
+    """},
+}

@@ -40,3 +40,26 @@ def kv_memory_gradients(query, keys, values, mask, R, d_final):
     leaves = _leaves(query, keys, values, R)
     final, _ = _hops(leaves[0], leaves[1], leaves[2], mask, leaves[3])
     return [g.numpy() for g in torch.autograd.grad((final * torch.as_tensor(d_final)).sum(), leaves)]
+
+
+# The wrong answer this exercise exists to teach against (tools/check_exercise.py --adversarial): each hop's query
+# differentiated through its scores only, dropping its direct path into q_{j+1} = (q_j + o_j) R[j]. A visible test
+# must fail on it with a message that holds "message".
+CORE_MISTAKE = {
+    "what": "the query's direct path into the next hop is dropped: it gets a gradient through its scores only",
+    "message": "directly into q_{j+1}",
+    "answers": {"kv_memory_backward": """
+        queries, weights, keys, values, R = cache
+        d_keys, d_values, dR = np.zeros_like(keys), np.zeros_like(values), np.zeros_like(R)
+        d_q = d_final
+        for j in range(len(R) - 1, -1, -1):
+            q, p = queries[j], weights[j]
+            dR[j] = (q + np.einsum("ns,nsd->nd", p, values)).T @ d_q
+            d_sum = d_q @ R[j].T
+            d_values += np.einsum("ns,nd->nsd", p, d_sum)
+            d_scores = softmax_backward(p, np.einsum("nd,nsd->ns", d_sum, values))
+            d_keys += np.einsum("ns,nd->nsd", d_scores, q)
+            d_q = np.einsum("ns,nsd->nd", d_scores, keys)
+        return d_q, d_keys, d_values, dR
+    """},
+}

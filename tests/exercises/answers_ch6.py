@@ -46,80 +46,66 @@ WRONG_ANSWERS = [
         return (d_a * gate, d_a * (1 - gate), np.einsum("ntk,nth->kh", both, d_gate_pre),
                 d_gate_pre.sum(axis=(0, 1)), mean.T @ d_pre_s0, d_pre_s0.sum(axis=0))
     """),
-    ("ch6b_bigru_torch", "interleaved_encoder", "right to left over the whole row: the reading starts in the padding", """
-        N, T, _ = embedded.shape
-        real = torch.arange(T) < torch.as_tensor(lengths)[:, None]
-
-        def read(xs, weights, reverse):
-            W_x, W_h, b = weights["W_x"], weights["W_h"], weights["b"]
-            H = W_h.shape[0]
-            state = xs.new_zeros(N, H)
-            states = [None] * T
-            for t in (range(T - 1, -1, -1) if reverse else range(T)):
-                x_part = xs[:, t] @ W_x + b
-                h_part = state @ W_h[:, :2 * H]
-                reset = torch.sigmoid(x_part[:, :H] + h_part[:, :H])
-                update = torch.sigmoid(x_part[:, H:2 * H] + h_part[:, H:])
-                state = (1 - update) * state + update * torch.tanh(x_part[:, 2 * H:] + (reset * state) @ W_h[:, 2 * H:])
-                states[t] = state * real[:, t, None]
-            return torch.stack(states, dim=1)
-
+    ("ch6b_bigru_torch", "bilm_states", "the backward model reads the whole row from its end: it starts in the padding", """
+        real = (torch.arange(embedded.shape[1]) < torch.as_tensor(lengths)[:, None])[..., None]
+        forward, backward = [], []
         states = embedded
-        for depth, weights in enumerate(layers):
-            states = read(states, weights, reverse=depth % 2 == 1)
-        return states
+        for layer in forward_layers:
+            states = torch.where(real, layer(states)[0], 0.0)
+            forward.append(states)
+        states = embedded.flip(1)
+        for layer in backward_layers:
+            states = layer(states)[0]
+            backward.append(torch.where(real, states.flip(1), 0.0))
+        return torch.stack(forward), torch.stack(backward)
     """),
-    ("ch6b_bigru_torch", "interleaved_encoder", "torch.nn.GRU's form: the reset gate after the recurrent matrix", """
-        N, T, _ = embedded.shape
-        real = torch.arange(T) < torch.as_tensor(lengths)[:, None]
-
-        def read(xs, weights, reverse):
-            W_x, W_h, b = weights["W_x"], weights["W_h"], weights["b"]
-            H = W_h.shape[0]
-            state = xs.new_zeros(N, H)
-            states = [None] * T
-            for t in (range(T - 1, -1, -1) if reverse else range(T)):
-                x_part = xs[:, t] @ W_x + b
-                h_part = state @ W_h
-                reset = torch.sigmoid(x_part[:, :H] + h_part[:, :H])
-                update = torch.sigmoid(x_part[:, H:2 * H] + h_part[:, H:2 * H])
-                new_state = (1 - update) * state + update * torch.tanh(x_part[:, 2 * H:] + reset * h_part[:, 2 * H:])
-                state = torch.where(real[:, t, None], new_state, state)
-                states[t] = torch.where(real[:, t, None], new_state, torch.zeros_like(new_state))
-            return torch.stack(states, dim=1)
-
-        states = embedded
-        for depth, weights in enumerate(layers):
-            states = read(states, weights, reverse=depth % 2 == 1)
-        return states
+    ("ch6b_bigru_torch", "bilm_states", "the directions crossed between layers: each model's upper layers read the other's states", """
+        T = embedded.shape[1]
+        lengths = torch.as_tensor(lengths)
+        positions = torch.arange(T)
+        real = (positions < lengths[:, None])[..., None]
+        order = torch.where(positions < lengths[:, None], lengths[:, None] - 1 - positions, positions)[..., None]
+        forward_in, backward_in = embedded, embedded
+        forward, backward = [], []
+        for forward_layer, backward_layer in zip(forward_layers, backward_layers):
+            ahead = torch.where(real, forward_layer(forward_in)[0], 0.0)
+            behind = torch.where(real, backward_layer(backward_in.gather(1, order.expand_as(backward_in)))[0], 0.0)
+            behind = behind.gather(1, order.expand_as(behind))
+            forward.append(ahead)
+            backward.append(behind)
+            forward_in, backward_in = behind, ahead
+        return torch.stack(forward), torch.stack(backward)
     """),
-    ("ch6b_bigru_torch", "interleaved_encoder", "every layer reads left to right", """
-        N, T, _ = embedded.shape
-        states = embedded
-        for weights in layers:
-            W_x, W_h, b = weights["W_x"], weights["W_h"], weights["b"]
-            H = W_h.shape[0]
-            state, outputs = states.new_zeros(N, H), []
-            for t in range(T):
-                x_part = states[:, t] @ W_x + b
-                h_part = state @ W_h[:, :2 * H]
-                reset = torch.sigmoid(x_part[:, :H] + h_part[:, :H])
-                update = torch.sigmoid(x_part[:, H:2 * H] + h_part[:, H:])
-                state = (1 - update) * state + update * torch.tanh(x_part[:, 2 * H:] + (reset * state) @ W_h[:, 2 * H:])
-                outputs.append(state * (t < torch.as_tensor(lengths))[:, None])
-            states = torch.stack(outputs, dim=1)
-        return states
+    ("ch6b_bigru_torch", "bilm_nll", "the backward model predicts the next token, as the forward one does", """
+        forward, backward = bilm_states(embedded, lengths, forward_layers, backward_layers)
+        T = tokens.shape[1]
+        last = torch.arange(T) + 1 < torch.as_tensor(lengths)[:, None]
+        following = torch.roll(tokens, -1, dims=1)[..., None]
+        forward_nll = -torch.log_softmax(forward[-1] @ W_out + b_out, dim=-1).gather(-1, following)[..., 0]
+        backward_nll = -torch.log_softmax(backward[-1] @ W_out + b_out, dim=-1).gather(-1, following)[..., 0]
+        return torch.where(last, forward_nll, 0.0), torch.where(last, backward_nll, 0.0)
+    """),
+    ("ch6b_bigru_torch", "elmo", "the mix weighs the levels by the raw logits, not their softmax", """
+        forward, backward = bilm_states(embedded, lengths, forward_layers, backward_layers)
+        real = (torch.arange(embedded.shape[1]) < torch.as_tensor(lengths)[:, None])[..., None]
+        levels = torch.cat([torch.where(real, embedded, 0.0).repeat(1, 1, 2)[None], torch.cat([forward, backward], dim=-1)])
+        return gamma * torch.einsum("l,lntd->ntd", mix_logits, levels)
     """),
 ]
 
 REFERENCE_CALLS = [
-    ("ch6b_bigru_torch", "interleaved_encoder", "the torch track's GRU in the lectures' form, layer by layer", """
-        from attention_course.torch_track import GRU
-        mask = torch.arange(embedded.shape[1]) < torch.as_tensor(lengths)[:, None]
+    ("ch6b_bigru_torch", "bilm_states", "the torch track's reverse_padded for the backward model", """
+        from attention_course.torch_track.recurrent import reverse_padded
+        real = (torch.arange(embedded.shape[1]) < torch.as_tensor(lengths)[:, None])[..., None]
+        forward, backward = [], []
         states = embedded
-        for depth, weights in enumerate(layers):
-            layer = GRU(states.shape[-1], weights["W_h"].shape[0], reverse=depth % 2 == 1, fused=False, dtype=states.dtype)
-            states = layer(states, mask)
-        return states
+        for layer in forward_layers:
+            states = torch.where(real, layer(states)[0], 0.0)
+            forward.append(states)
+        states = reverse_padded(embedded, torch.as_tensor(lengths))
+        for layer in backward_layers:
+            states = torch.where(real, layer(states)[0], 0.0)
+            backward.append(reverse_padded(states, torch.as_tensor(lengths)))
+        return torch.stack(forward), torch.stack(backward)
     """),
 ]

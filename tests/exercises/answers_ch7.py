@@ -45,28 +45,30 @@ WRONG_ANSWERS = [
             norms.append(np.linalg.norm(grad))
         return np.array(norms[::-1])
     """),
-    ("ch7b_dense_stack_torch", "stacked_rnn", "each layer reads only the input and the layer just below", """
-        outputs = []
-        for rnn in layers:
-            inputs = torch.cat([xs] + outputs[-1:], dim=-1) if dense else (outputs[-1] if outputs else xs)
-            inputs = torch.cat([inputs, torch.zeros(*inputs.shape[:2], rnn.input_size - inputs.shape[-1],
-                                                    dtype=inputs.dtype)], dim=-1)
-            states, _ = rnn(inputs)
-            outputs.append(states)
-        return outputs[-1], outputs
+    ("ch7b_dense_stack_torch", "rhn_step", "the carry and transform gates swapped", """
+        s = s_prev
+        for layer in range(R_H.shape[0]):
+            pre_h, pre_t = s @ R_H[layer] + b_H[layer], s @ R_T[layer] + b_T[layer]
+            if layer == 0:
+                pre_h, pre_t = pre_h + x @ W_H, pre_t + x @ W_T
+            gate = torch.sigmoid(pre_t)
+            s = torch.tanh(pre_h) * (1 - gate) + s * gate
+        return s
     """),
-    ("ch7b_dense_stack_torch", "stacked_rnn", "the earlier layers first, the input last", """
-        outputs = []
-        for rnn in layers:
-            inputs = torch.cat(outputs + [xs], dim=-1) if dense else (outputs[-1] if outputs else xs)
-            states, _ = rnn(inputs)
-            outputs.append(states)
-        return outputs[-1], outputs
+    ("ch7b_dense_stack_torch", "rhn_step", "the input enters every micro-layer", """
+        s = s_prev
+        for layer in range(R_H.shape[0]):
+            gate = torch.sigmoid(x @ W_T + s @ R_T[layer] + b_T[layer])
+            s = torch.tanh(x @ W_H + s @ R_H[layer] + b_H[layer]) * gate + s * (1 - gate)
+        return s
     """),
-    ("ch7b_dense_stack_torch", "layer_gradient_norms", "the norms listed from the top down", """
-        xs = xs.detach().requires_grad_(True)
-        top, outputs = stacked_rnn(xs, layers, dense)
-        grads = torch.autograd.grad((top * dout).sum(), [xs] + outputs)
+    ("ch7b_dense_stack_torch", "transition_gradient_norms", "the norms listed from the top down", """
+        states = [s_prev.detach().requires_grad_(True)]
+        for layer in range(R_H.shape[0]):
+            one = slice(layer, layer + 1)
+            states.append(rhn_step(x if layer == 0 else torch.zeros_like(x), states[-1], W_H, W_T, R_H[one], R_T[one],
+                                   b_H[one], b_T[one]))
+        grads = torch.autograd.grad((states[-1] * dout).sum(), states)
         return torch.stack([grad.norm() for grad in grads]).flip(0)
     """),
 ]

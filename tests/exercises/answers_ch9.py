@@ -46,31 +46,40 @@ WRONG_ANSWERS = [
             d_q = np.einsum("ns,nsd->nd", d_scores, keys)
         return d_q, d_keys, d_values, dR
     """),
-    ("ch9b_caption_attention_torch", "gated_grid_attention", "the gate scales the weights' softmax input instead", """
-        keys = features @ U_a
-        queries = previous_states @ W_a
-        beta = torch.sigmoid(previous_states @ w_beta + b_beta)
-        energies = beta[..., None] * (torch.tanh(queries[:, :, None, :] + keys[:, None, :, :]) @ v_a)
-        alpha = torch.softmax(energies, dim=-1)
-        return alpha @ features, alpha, beta
+    ("ch9b_caption_attention_torch", "visual_sentinel", "the gate inside the tanh (tanh(g * m))", """
+        return torch.tanh(torch.sigmoid(inputs @ W_x + previous_states @ W_h) * memory_cells)
     """),
-    ("ch9b_caption_attention_torch", "gated_grid_attention", "the softmax over the steps instead of the cells", """
-        keys = features @ U_a
-        queries = previous_states @ W_a
-        alpha = torch.softmax(torch.tanh(queries[:, :, None, :] + keys[:, None, :, :]) @ v_a, dim=1)
-        beta = torch.sigmoid(previous_states @ w_beta + b_beta)
-        return beta[..., None] * (alpha @ features), alpha, beta
+    ("ch9b_caption_attention_torch", "adaptive_attention", "the sentinel gated apart by a sigmoid, the cells' softmax alone", """
+        queries = states @ W_g
+        cells = torch.tanh((features @ W_v)[:, None, :, :] + queries[:, :, None, :]) @ w_h
+        beta = torch.sigmoid(torch.tanh(sentinels @ W_s + queries) @ w_h)
+        alpha = torch.softmax(cells, dim=-1)
+        contexts = (1 - beta[..., None]) * (alpha @ features) + beta[..., None] * sentinels
+        return contexts, torch.cat([(1 - beta[..., None]) * alpha, beta[..., None]], dim=-1), beta
     """),
-    ("ch9b_caption_attention_torch", "deep_output_logits", "the embedding of the previous word left out", """
-        return (states @ L_h + contexts @ L_z) @ L_o
+    ("ch9b_caption_attention_torch", "adaptive_attention", "the sentinel scored with the cells' matrix W_v", """
+        queries = states @ W_g
+        cells = torch.tanh((features @ W_v)[:, None, :, :] + queries[:, :, None, :]) @ w_h
+        sentinel = torch.tanh(sentinels @ W_v + queries) @ w_h
+        alpha_hat = torch.softmax(torch.cat([cells, sentinel[..., None]], dim=-1), dim=-1)
+        return alpha_hat[..., :-1] @ features + alpha_hat[..., -1:] * sentinels, alpha_hat, alpha_hat[..., -1]
+    """),
+    ("ch9b_caption_attention_torch", "adaptive_attention", "the softmax over the steps instead of the candidates", """
+        queries = states @ W_g
+        cells = torch.tanh((features @ W_v)[:, None, :, :] + queries[:, :, None, :]) @ w_h
+        sentinel = torch.tanh(sentinels @ W_s + queries) @ w_h
+        alpha_hat = torch.softmax(torch.cat([cells, sentinel[..., None]], dim=-1), dim=1)
+        return alpha_hat[..., :-1] @ features + alpha_hat[..., -1:] * sentinels, alpha_hat, alpha_hat[..., -1]
     """),
 ]
 
 REFERENCE_CALLS = [
-    ("ch9b_caption_attention_torch", "gated_grid_attention", "the torch track's GridAttention", """
+    ("ch9b_caption_attention_torch", "adaptive_attention", "the torch track's GridAttention for the cells", """
         from attention_course.torch_track import GridAttention
-        layer = GridAttention(features.shape[-1], previous_states.shape[-1], W_a.shape[1])
-        beta = torch.sigmoid(previous_states @ w_beta + b_beta)
-        return beta, None, beta
+        layer = GridAttention(features.shape[-1], states.shape[-1], W_v.shape[1], dtype=features.dtype)
+        queries = states @ W_g
+        sentinel = torch.tanh(sentinels @ W_s + queries) @ w_h
+        beta = torch.sigmoid(sentinel)
+        return beta[..., None] * sentinels, None, beta
     """),
 ]

@@ -112,6 +112,32 @@ def hidden_test_lines(nb: nbformat.NotebookNode, outside: bool = False) -> list[
     return found
 
 
+def run_visible(nb: nbformat.NotebookNode, answers: dict[str, str] | None = None) -> dict[str, str | None]:
+    """Run ``nb`` in this process as the student's kernel meets it, each test cell's visible part only,
+    with ``answers`` (grade_id -> answer cell source) typed in: grade_id -> None (it passed) or the
+    failure's message, for every test cell."""
+    import traceback
+
+    namespace: dict = {"__name__": "__main__"}
+    found: dict[str, str | None] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        source = (answers or {}).get(meta.get("grade_id"), cell.source)
+        if meta.get("grade"):
+            source = source.split("### BEGIN HIDDEN TESTS", 1)[0]
+        try:
+            exec(compile(source, f"<{meta.get('grade_id')}>", "exec"), namespace)  # noqa: S102 - our own notebooks
+            if meta.get("grade"):
+                found[meta["grade_id"]] = None
+        except Exception as exc:  # noqa: BLE001 - a failing test is what we look for
+            if not meta.get("grade"):
+                raise AssertionError(f"{meta.get('grade_id')} fails: {traceback.format_exc()}") from exc
+            found[meta["grade_id"]] = f"{type(exc).__name__}: {exc}"
+    return found
+
+
 def _chapter_tables() -> None:
     import importlib
 

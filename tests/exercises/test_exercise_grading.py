@@ -11,6 +11,8 @@ For each assignment one batch holds, as students would hand them in:
 * a sample of the solution's mutants: ``SCREENED_MUTANTS`` per exercise are screened against the
   tests in a process of their own, ``GRADED_MUTANTS`` of them also graded. Each loses points or is
   shown equivalent;
+* ``core-mistake``: the wrong answer the exercise exists to teach against (``CORE_MISTAKE`` in its
+  ``reference.py``): it loses points, and a visible test fails on it with a message that names it;
 * ``wrong-N``: each plausible wrong answer of ``WRONG_ANSWERS``: it loses points, and the tests it
   fails say why (not that something is missing);
 * ``reference-N``: each answer of ``REFERENCE_CALLS`` that calls the course's reference layer: the
@@ -124,6 +126,18 @@ def test_no_fake_scores(graded, name):
     assert len(fakes) >= len(check_exercise.adversary.FAKE_KINDS)
     failed = [f"{entry.label}: {entry.score}/{entry.max_score}" for entry in fakes if entry.verdict != "ok"]
     assert not failed, "\n".join(failed) + "\n\n" + check_exercise.table(result)
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_the_core_mistake_fails_a_visible_test_that_names_it(graded, name):
+    """The wrong answer the exercise exists to teach against (CORE_MISTAKE in its reference.py) loses points,
+    and the student learns why before grading: a visible test fails on it with a message that names it."""
+    result = graded[name]
+    entry = _entry(result, "core-mistake")
+    assert entry.score < entry.max_score, f"{name}: the core mistake ({entry.mistake['what']}) keeps full marks"
+    named = [grade_id for grade_id, record in entry.records.items()
+             if check_exercise.adversary.names_the_mistake(record, entry.mistake)]
+    assert named, f"{name}: no visible test names the core mistake ({entry.mistake['what']}): {entry.records}"
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)

@@ -19,6 +19,7 @@ interpreter (a kernelspec written to a temporary folder), two at a time.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import copy
 import json
@@ -38,7 +39,11 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbgrader.utils import determine_grade, is_grade, is_locked, is_solution
 
-from exercise_helpers import ALL_NOTEBOOKS, NOTEBOOKS, PACKAGE, ROOT, SOLUTIONS, hidden_test_lines, read, released, solution_lines
+from exercise_helpers import ALL_NOTEBOOKS, NOTEBOOKS, PACKAGE, ROOT, SOLUTIONS, hidden_test_lines, read, released, run_visible, \
+    solution_lines
+
+sys.path.insert(0, str(ROOT / "tools"))
+import exercise_adversary as adversary  # noqa: E402
 
 NOTEBOOK_LIMIT_S = 30.0
 WORKERS = 2  # kernels running at once (this machine has two cores)
@@ -213,6 +218,110 @@ def test_notebook_structure(name):
         assert re.search(r"^# reason: \S", hidden, re.M), f"{grade_id}: no '# reason:' for the hidden part's feedback"
     assert (NOTEBOOKS[name].parent / "reference.py").is_file(), "the judge's reference.py is missing"
     assert "What you may use" in nb.cells[0].source, "the introduction says what the student may use"
+
+
+TIME_AND_POINTS = re.compile(r"\*\*Time and points\*\*: about (\d+) minutes, (\d+) points "
+                             r"\(a point for every five minutes of work\)")
+MORE_TESTS = "# More tests, hidden here, run when the notebook is graded."
+REASON = re.compile(r"^\s*#\s*reason:\s*\S")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_points_follow_the_time_the_exercise_takes(name):
+    """The introduction estimates the work in minutes, and the exercise is worth a point for every five of
+    them, spread over its cells: the longest exercise is worth the most."""
+    nb = read(name)
+    found = TIME_AND_POINTS.search(nb.cells[0].source)
+    assert found, f"{name}: the introduction says '**Time and points**: about N minutes, P points (a point for " \
+                  f"every five minutes of work)'"
+    minutes, points = int(found.group(1)), int(found.group(2))
+    assert minutes % 5 == 0 and points == minutes // 5, f"{name}: about {minutes} minutes are {minutes // 5} points, not {points}"
+    total = sum(cell.metadata.nbgrader["points"] for cell in nb.cells if is_grade(cell))
+    assert total == points, f"{name}: the test cells' points add up to {total}, the introduction says {points}"
+
+
+def _hidden_parts(source: str) -> list[str]:
+    """The text of each hidden part of a test cell (between its markers)."""
+    return [part.split("### END HIDDEN TESTS", 1)[0] for part in source.split("### BEGIN HIDDEN TESTS")[1:]]
+
+
+def _checks(tree) -> list:
+    """The nodes of a hidden part that can fail it with a check: assert statements and calls of the checks."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Assert) or (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "checks" and node.func.attr.startswith(("assert_", "check_")))]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_hidden_check_has_a_reason_above_it(name):
+    """A student whose hidden test failed reads only the instructor's reason written nearest above the
+    failing line (autograder/README.md, "Writing test cells"): every check of a hidden part needs one
+    above it, and a bare ``assert`` also says what failed in the instructor's own record."""
+    for cell in read(name).cells:
+        if not is_grade(cell):
+            continue
+        grade_id = cell.metadata.nbgrader["grade_id"]
+        for part in _hidden_parts(cell.source):
+            lines = part.split("\n")
+            reasons = [number + 1 for number, line in enumerate(lines) if REASON.match(line)]
+            found = _checks(ast.parse(part))
+            assert found, f"{grade_id}: a hidden part without a check"
+            for node in found:
+                assert any(line < node.lineno for line in reasons), \
+                    f"{grade_id}: the hidden check `{lines[node.lineno - 1].strip()}` has no '# reason:' above it"
+                if isinstance(node, ast.Assert):
+                    assert node.msg is not None, f"{grade_id}: a bare assert in a hidden part: `{lines[node.lineno - 1].strip()}`"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_graded_cell_says_that_hidden_tests_follow(name):
+    for cell in read(name).cells:
+        if is_grade(cell):
+            visible = cell.source.split("### BEGIN HIDDEN TESTS", 1)[0].rstrip("\n").split("\n")
+            assert visible[-1] == MORE_TESTS, f"{cell.metadata.nbgrader['grade_id']}: the visible part ends with {MORE_TESTS!r}"
+
+
+def _core_mistake(name: str) -> dict:
+    mistake = adversary.core_mistake(NOTEBOOKS[name].parent / "reference.py")
+    assert mistake is not None, f"{name}: reference.py names no {adversary.CORE_MISTAKE} (the wrong answer the exercise " \
+                                f"exists to teach against)"
+    return mistake
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_visible_test_names_the_core_mistake(name):
+    """The solution passes every visible test; the exercise's core mistake fails one, in the student's own
+    kernel, with a message that names it (``tools/check_exercise.py --adversarial`` checks the same through
+    the grader)."""
+    nb = read(name)
+    mistake = _core_mistake(name)
+    assert set(mistake["answers"]) <= set(adversary.answer_functions(nb)), mistake["answers"].keys()
+    solved = run_visible(nb)
+    assert solved and all(message is None for message in solved.values()), solved
+    failed = run_visible(nb, adversary.core_mistake_answers(nb, mistake))
+    named = [grade_id for grade_id, message in failed.items() if message and mistake["message"].lower() in message.lower()]
+    assert named, f"{name}: no visible test fails on the core mistake ({mistake['what']}) with a message holding " \
+                  f"{mistake['message']!r}: {failed}"
+
+
+def test_the_core_mistakes_are_as_secret_as_the_references():
+    """A core mistake lives in the exercise's reference.py: never released (nbgrader's ignore list), and every
+    distinctive line of it a leak-scan secret."""
+    from autograder import leakscan
+    from autograder.course import RELEASE_IGNORE, Course, package_folder
+
+    assert "reference.py" in RELEASE_IGNORE
+    assert "reference.py" in Course(root=ROOT / "grading", source=SOLUTIONS).nbgrader_config().CourseDirectory.ignore
+    secrets = {secret.line: secret.origin for secret in leakscan.course_secrets(SOLUTIONS, package_folder())}
+    public = "\n".join([leakscan.package_text(package_folder())] + [leakscan.normalize(cell.source) for name in ALL_NOTEBOOKS
+                                                                      for cell in released(read(name)).cells])
+    for name in NOTEBOOKS:
+        lines = [leakscan.normalize(line) for body in _core_mistake(name)["answers"].values() for line in body.split("\n")]
+        distinctive = [line for line in lines if len(line) >= leakscan.MIN_LENGTH and not line.startswith("#")
+                       and line not in public]  # a line the students see anyway (a visible test's) is no secret
+        assert distinctive, f"{name}: the core mistake has no line to look for"
+        missing = [line for line in distinctive if line not in secrets]
+        assert not missing, f"{name}: core-mistake lines that the leak scan does not look for: {missing}"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

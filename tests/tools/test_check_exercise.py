@@ -257,3 +257,111 @@ def test_a_mutant_that_never_ends_is_stopped(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "tools" / "exercise_adversary.py"), "run", str(tmp_path / "job.json"),
                     str(tmp_path / "out.json")], check=True, timeout=120, cwd=tmp_path)
     assert json.loads((tmp_path / "out.json").read_text())["mutants"]["loop"].startswith("fails: over the")
+
+
+# ------------------------------------------------------------------------------------------------
+# The core mistake, and --help without the grading extras
+CORE = '''
+import this_module_does_not_exist  # never run: the core mistake is read, not imported
+
+
+def something():
+    return 1
+
+
+CORE_MISTAKE = {
+    "what": "the mask is ignored",
+    "message": "the padded steps",
+    "answers": {"scale_forward": """
+        y = (x @ W).sum(axis=2)
+        return y, (x, W, mask)
+    """},
+}
+'''
+
+
+def test_the_core_mistake_is_read_from_the_reference_without_running_it(tmp_path):
+    path = tmp_path / "reference.py"
+    path.write_text(CORE)
+    mistake = adversary.core_mistake(path)
+    assert mistake["message"] == "the padded steps" and list(mistake["answers"]) == ["scale_forward"]
+    assert adversary.core_mistake(tmp_path / "missing.py") is None
+    path.write_text("def f():\n    return 1\n")
+    assert adversary.core_mistake(path) is None
+    for broken in ('CORE_MISTAKE = {"what": "x", "message": "y"}\n',
+                   'CORE_MISTAKE = {"what": "x", "message": "", "answers": {"f": "return 1"}}\n',
+                   'CORE_MISTAKE = {"what": "x", "message": "y", "answers": {}}\n'):
+        path.write_text(broken)
+        with pytest.raises(ValueError):
+            adversary.core_mistake(path)
+
+
+def test_the_core_mistake_replaces_the_solution_of_the_functions_it_names():
+    nb = scale_notebook()
+    path_free = {"what": "the mask is ignored", "message": "the padded steps",
+                 "answers": {"scale_forward": "y = (x @ W).sum(axis=2)\nreturn y, (x, W, mask)"}}
+    answers = adversary.core_mistake_answers(nb, path_free)
+    assert list(answers) == ["scale_forward"]
+    source = answers["scale_forward"]
+    assert adversary.BEGIN not in source and adversary.END not in source
+    assert source.startswith(SCALE_FORWARD.strip("\n").split("    ### BEGIN")[0])  # signature and docstring kept
+    assert "    y = (x @ W).sum(axis=2)\n    return y, (x, W, mask)" in source
+    namespace = _namespace(nb, answers)
+    x, W = checks.random((1, 2, 2), seed=1), checks.random((2, 3), seed=2)
+    y, _ = namespace["scale_forward"](x, W, np.array([[True, False]]))
+    assert y[0, 1] != 0  # the mask is ignored: the mistake is made
+    with pytest.raises(ValueError):
+        adversary.core_mistake_answers(nb, {**path_free, "answers": {"no_such_function": "return 1"}})
+
+
+def test_a_core_mistake_counts_as_named_only_by_a_visible_failure_that_holds_its_words():
+    from autograder.judge import HIDDEN_FAILED
+
+    assert adversary.HIDDEN_FAILED == HIDDEN_FAILED
+    mistake = {"what": "w", "message": "The Padded Steps", "answers": {}}
+    visible = {"passed": False, "message": "AssertionError: the padded steps: mismatch", "feedback": "AssertionError: ..."}
+    assert adversary.names_the_mistake(visible, mistake)
+    assert not adversary.names_the_mistake({**visible, "message": "AssertionError: the shape"}, mistake)
+    assert not adversary.names_the_mistake({**visible, "passed": True}, mistake)
+    assert not adversary.names_the_mistake({**visible, "feedback": f"{HIDDEN_FAILED}: the padded steps"}, mistake)
+
+
+def test_check_exercise_wants_the_core_mistake_named_by_a_visible_test():
+    import check_exercise
+
+    mistake = {"what": "w", "message": "the padded steps", "answers": {}}
+
+    def entry(score, records):
+        found = check_exercise.Entry("core-mistake", "core mistake: w", "core", {}, mistake=mistake)
+        found.score, found.max_score, found.status, found.records = score, 4, "graded", records
+        return found
+
+    named = {"test_a": {"passed": False, "message": "AssertionError: the padded steps differ", "feedback": "AssertionError"},
+             "test_b": {"passed": True}}
+    hidden = {"test_a": {"passed": False, "message": "AssertionError: the padded steps differ",
+                         "feedback": "a hidden test of this cell failed: padding"}}
+    entries = [entry(2, named), entry(2, hidden), entry(4, {"test_a": {"passed": True}})]
+    check_exercise.judge(entries)
+    assert entries[0].verdict.startswith("ok") and not entries[0].problem
+    assert entries[1].problem and "no visible test" in entries[1].verdict
+    assert entries[2].problem and "keeps full marks" in entries[2].verdict
+
+
+BLOCK_EXTRAS = '''
+import importlib.abc, runpy, sys
+BLOCKED = ("nbgrader", "nbformat", "nbclient", "jupyter_client", "traitlets", "copydetect", "autograder", "torch")
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is not installed here")
+sys.meta_path.insert(0, Block())
+sys.argv = [sys.argv[1], "--help"]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def test_help_works_without_the_grading_extras():
+    run = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, str(ROOT / "tools" / "check_exercise.py")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "usage: check_exercise.py" in run.stdout and "--adversarial" in run.stdout
