@@ -153,7 +153,7 @@ def test_the_scale_checks_sit_where_a_backward_is_graded():
     for name in NUMPY_EXERCISES:
         source_nb = nbformat.read(SOLUTIONS / name / f"{name}.ipynb", as_version=4)
         cells = scale_cells(source_nb)
-        assert "test_backward" in cells, name
+        assert "test_backward" in cells or "test_large" in cells, name   # (ch0a: a cell of its own)
         assert all(cell.startswith("test_") and cell != "test_forward" for cell in cells), (name, cells)
         answers = perturbation_answers(source_nb)
         assert any("np.ndindex" in answer and "(2 * eps)" in answer for answer in answers.values()), name
