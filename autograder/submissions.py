@@ -349,39 +349,79 @@ def read_exchange(path: Path, assignment: str, notebooks: list[str], course_id: 
             if student not in latest or when > latest[student][0]:
                 latest[student] = (when, name, info, stamp)
         for student, (_, name, info, stamp) in sorted(latest.items()):
-            where = str(inbound / name)
-            try:
-                fd, again = _open_dir(name, where, inbound_fd)
-            except GradingError as error:
-                found.refuse(error)
-                continue
-            try:
-                if (again.st_dev, again.st_ino, again.st_uid) != (info.st_dev, info.st_ino, info.st_uid):
-                    found.refuse(GradingError(f"{where} changed while it was being collected"))
-                    continue
-                owner = _owner_uid(info)
-                incoming = Incoming(student, timestamp=stamp)
-                if _kind_or_none(fd, "submission_secret.txt") is not None:
-                    try:
-                        incoming.secret = _read_at(fd, "submission_secret.txt", f"{where}/submission_secret.txt",
-                                                   owner, 1024).decode(errors="replace").strip()
-                    except GradingError as error:
-                        found.refuse(error)
-                for notebook in notebooks:
-                    file = f"{notebook}.ipynb"
-                    if _kind_or_none(fd, file) is None:
-                        continue  # this notebook was not handed in
-                    try:
-                        incoming.notebooks[notebook] = _read_at(fd, file, f"{where}/{file}", owner)
-                    except GradingError as error:
-                        found.refuse(error)
-                if incoming.notebooks:
-                    found[student] = incoming
-            finally:
-                os.close(fd)
+            _read_entry(inbound_fd, inbound, name, info, stamp, student, notebooks, found)
     finally:
         os.close(inbound_fd)
     return found
+
+
+def _read_entry(inbound_fd: int, inbound: Path, name: str, info: os.stat_result, stamp: str, student: str,
+                notebooks: list[str], found: Found) -> None:
+    """Read one checked submission folder into ``found`` (or refuse it there, with the reason)."""
+    where = str(inbound / name)
+    try:
+        fd, again = _open_dir(name, where, inbound_fd)
+    except GradingError as error:
+        found.refuse(error)
+        return
+    try:
+        if (again.st_dev, again.st_ino, again.st_uid) != (info.st_dev, info.st_ino, info.st_uid):
+            found.refuse(GradingError(f"{where} changed while it was being collected"))
+            return
+        owner = _owner_uid(info)
+        incoming = Incoming(student, timestamp=stamp)
+        if _kind_or_none(fd, "submission_secret.txt") is not None:
+            try:
+                incoming.secret = _read_at(fd, "submission_secret.txt", f"{where}/submission_secret.txt",
+                                           owner, 1024).decode(errors="replace").strip()
+            except GradingError as error:
+                found.refuse(error)
+        for notebook in notebooks:
+            file = f"{notebook}.ipynb"
+            if _kind_or_none(fd, file) is None:
+                continue  # this notebook was not handed in
+            try:
+                incoming.notebooks[notebook] = _read_at(fd, file, f"{where}/{file}", owner)
+            except GradingError as error:
+                found.refuse(error)
+        if incoming.notebooks:
+            found[student] = incoming
+    finally:
+        os.close(fd)
+
+
+def inbound_names(path: Path, course_id: str) -> list[tuple[str, str, str]]:
+    """``(folder name, student, assignment)`` of every submission in the exchange's inbound
+    folder of ``course_id``, by name only (``read_submission`` checks and reads one)."""
+    inbound = _inbound_dir(path, course_id)
+    found = []
+    for name in sorted(os.listdir(inbound)):
+        parts = name.split("+")
+        if len(parts) >= 3 and is_valid_id(parts[0]) and is_valid_id(parts[1]):
+            found.append((name, parts[0], parts[1]))
+    return found
+
+
+def read_submission(path: Path, name: str, notebooks: list[str], course_id: str) -> Incoming:
+    """One submission folder of the exchange, checked as ``collect`` checks it (made by the
+    student it names, no links, files of that student's only) and read through its descriptors;
+    GradingError with the reason otherwise."""
+    inbound = _inbound_dir(path, course_id)
+    parts = name.split("+")
+    if len(parts) < 3 or "/" in name or not is_valid_id(parts[0]):
+        raise GradingError(f"not a submission folder: {name!r}")
+    found = Found()
+    inbound_fd, _ = _open_dir(inbound, str(inbound))
+    try:
+        info, stamp = _submission_entry(inbound_fd, name, str(inbound / name), parts[0])
+        _read_entry(inbound_fd, inbound, name, info, stamp, parts[0], notebooks, found)
+    finally:
+        os.close(inbound_fd)
+    if found.refused:
+        raise GradingError(found.refused[0])
+    if parts[0] not in found:
+        raise GradingError(f"{inbound / name} holds none of the assignment's notebooks")
+    return found[parts[0]]
 
 
 def _same(folder: Path, incoming: Incoming) -> bool:
