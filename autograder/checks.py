@@ -44,6 +44,7 @@ SHOW = ("off", "visible", "hidden", "points")
 POLICY_KEYS = {"show", "per_hour", "until_due"}
 HOUR = 3600.0
 FILE_NAME = "checks.json"           # in the course directory: the course's policies
+PEOPLE_FILE = "people.json"         # ... and who is on its roster: {"instructors": [...], "students": [...]}
 
 
 @dataclass(frozen=True)
@@ -318,7 +319,7 @@ def render(check: Check, rule: Policy, place: int = 0, refresh: bool = True) -> 
     """The student's page for one check: plain text, escaped, under a policy that runs nothing."""
     from html import escape
 
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(check.queued))
+    when = check.submitted or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(check.queued))
     waiting = check.state in (QUEUED, RUNNING)
     head = [f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">', '<meta charset="utf-8">',
             f"<title>Check of {escape(check.assignment)}</title>"]

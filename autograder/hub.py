@@ -14,6 +14,8 @@ optionally the per-user limits, the idle timeout and due dates::
         instructors: [ada]
         students: [bo, cy]
         due: {ch3a_multi_query_penalty: "2025-03-07 17:00 UTC"}
+        checks:                 # check on submit (checks.py): off, visible, hidden or points
+          default: {show: hidden, per_hour: 5, until_due: true}
     limits: {memory: 1.5G, cpu: 1, processes: 256, disk: 1G, shm: 64M, tmp: 256M}
     idle_timeout: 3600      # seconds without activity before a server is stopped (0: never)
 
@@ -73,12 +75,14 @@ import zipfile
 from pathlib import Path
 
 from . import leakscan
+from .checks import FILE_NAME as CHECKS_FILE, PEOPLE_FILE, read_policies
 from .course import REPO_ROOT, Course, check_id, package_folder
 from .errors import GradingError
 from .jupyterhub import forkserver
 from .jupyterhub import limits as user_limits
 
 HERE = Path(__file__).resolve().parent / "jupyterhub"
+LAB_EXTENSION = "attention-course-check"   # jupyterhub/labextension: "Check my work" in the students' JupyterLab
 DEFAULT_DIR = Path("/srv/attention-hub")
 # What must stay closed to the users in the checkout (the course's virtual environment, which the
 # users' environment loads its third-party packages from, may sit in it): the solutions, the hidden
@@ -87,7 +91,7 @@ PRIVATE_IN_CHECKOUT = ("solutions", "grading", "tests", ".git")
 PROXY = REPO_ROOT / "tools" / "hub-assets" / "node_modules" / ".bin" / "configurable-http-proxy"
 AUTHENTICATORS = ("pam", "dummy")
 ROSTER_KEYS = {"courses", "limits", "idle_timeout"}
-COURSE_KEYS = {"instructors", "students", "due"}
+COURSE_KEYS = {"instructors", "students", "due", "checks"}
 DEFAULT_IDLE_TIMEOUT = 3600
 # Where stray copies of the course's secrets would be readable by students, besides the checkout
 # and the hub's folder (hub start scans them as a student). Not /tmp and /dev/shm: every server of
@@ -145,7 +149,8 @@ def _unix_name(name: str) -> bool:
 
 def read_options(path: Path) -> dict:
     """The roster's settings besides the people: ``limits`` (``jupyterhub/limits.py``),
-    ``idle_timeout`` (seconds, 0 for never) and, per course, ``due`` dates by assignment."""
+    ``idle_timeout`` (seconds, 0 for never) and, per course, ``due`` dates by assignment and the
+    ``checks`` on submit it allows (``checks.py``)."""
     data = _roster_data(path)
     unknown = set(data) - ROSTER_KEYS
     if unknown:
@@ -158,7 +163,7 @@ def read_options(path: Path) -> dict:
     if isinstance(idle, bool) or not isinstance(idle, int) or (idle and idle < 30):
         raise GradingError(f"roster: idle_timeout must be a whole number of seconds, at least 30 (0: never), "
                            f"got {idle!r}")
-    due = {}
+    due, policies = {}, {}
     for course, members in data["courses"].items():
         unknown = set(members) - COURSE_KEYS
         if unknown:
@@ -177,7 +182,8 @@ def read_options(path: Path) -> dict:
                 raise GradingError(f"roster: {course}.due.{assignment}: {when!r} is not a date "
                                    "(say 2025-03-07 17:00 UTC)") from None
         due[str(course)] = {str(a): str(w) for a, w in dates.items()}
-    return {"limits": cap, "idle_timeout": idle, "due": due}
+        policies[str(course)] = read_policies(members.get("checks"), str(course))
+    return {"limits": cap, "idle_timeout": idle, "due": due, "checks": policies}
 
 
 def _roster_data(path: Path) -> dict:
@@ -659,6 +665,13 @@ def _etc(hub_dir: Path) -> None:
         disabled["@jupyterlab/apputils-extension:announcements"] = True
         _write(hub_dir / "etc" / role / "labconfig" / "page_config.json",
                json.dumps({"disabledExtensions": disabled}, indent=1))
+    # The students' JupyterLab gets "Check my work" (jupyterhub/labextension, this course's own, no
+    # build step) from the hub's data folder (JUPYTER_PATH of their servers).
+    target = hub_dir / "share" / "jupyter" / "labextensions" / LAB_EXTENSION
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(HERE / "labextension", target)
+    for path in [target.parents[2], target.parents[1], target.parents[0], target, *target.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
 
 
 def _check_tls(ip: str, ssl_cert: Path | None, ssl_key: Path | None, insecure_http: bool) -> None:
@@ -675,6 +688,17 @@ def _check_tls(ip: str, ssl_cert: Path | None, ssl_key: Path | None, insecure_ht
     if not loopback and not insecure_http:
         raise GradingError(f"--ip {ip} would serve passwords and notebooks over plain HTTP: pass --ssl-cert and "
                            "--ssl-key (your certificate), or --insecure-http if a TLS proxy sits in front")
+
+
+def _course_settings(folder: Path, grader: pwd.struct_passwd, course: str, members: dict, options: dict) -> None:
+    """What the course's services read from its directory, written at start and at each update: the
+    due dates (``due.json``), the checks on submit allowed (``checks.json``), who is on the roster
+    (``people.json``: the check service answers only them). The grader account's, no one else's."""
+    files = {"due.json": options["due"].get(course, {}), CHECKS_FILE: options["checks"].get(course, {}),
+             PEOPLE_FILE: {"instructors": members["instructors"], "students": members["students"]}}
+    for name, content in files.items():
+        _write(folder / name, json.dumps(content, indent=1), 0o600)
+        os.chown(folder / name, grader.pw_uid, grader.pw_gid)
 
 
 def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, ip: str = "127.0.0.1",
@@ -738,9 +762,9 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         folder = hub_dir / "courses" / course
         grader = f"grader-{course}"
         _course_dir_setup(course, folder, grader, Path(source), exchange)
-        _write(folder / "due.json", json.dumps(options["due"].get(course, {}), indent=1), 0o600)
-        os.chown(folder / "due.json", pwd.getpwnam(grader).pw_uid, pwd.getpwnam(grader).pw_gid)
-        courses[course] = {**members, "grader": grader, "dir": str(folder), "service_port": _free_port()}
+        _course_settings(folder, pwd.getpwnam(grader), course, members, options)
+        courses[course] = {**members, "grader": grader, "dir": str(folder), "service_port": _free_port(),
+                           "check_port": _free_port()}
 
     _etc(hub_dir)
     if authenticator == "dummy":
@@ -949,10 +973,8 @@ def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = 
     for course in state["courses"]:
         members = roster.get(course, {"instructors": [], "students": []})
         state["courses"][course].update(instructors=members["instructors"], students=members["students"])
-        folder = Path(state["courses"][course]["dir"])
-        grader = pwd.getpwnam(state["courses"][course]["grader"])
-        _write(folder / "due.json", json.dumps(options["due"].get(course, {}), indent=1), 0o600)
-        os.chown(folder / "due.json", grader.pw_uid, grader.pw_gid)
+        _course_settings(Path(state["courses"][course]["dir"]), pwd.getpwnam(state["courses"][course]["grader"]),
+                         course, members, options)
     _write(hub_dir / "state.json", json.dumps(state, indent=1), 0o600)
     return sync_people(state) or ["no change of people"]
 

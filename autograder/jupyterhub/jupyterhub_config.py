@@ -15,6 +15,8 @@ together:
   run as the course's grader account, holding the course directory and the formgrader (with
   ``formgrader_guard.py``), which only that course's instructors may open; those instructors
   may also see and stop (never open) the servers of their course's students on the admin page;
+  and a check service ``checks-<course>`` (``check_service.py``, also as the grader account): a
+  student's submission checked at once, her page hers alone;
 - a user's server token may read the user's own name and groups (nbgrader lists the courses a
   student is enrolled in from them) and nothing else.
 """
@@ -78,6 +80,7 @@ c.Spawner.http_timeout = 300
 c.Spawner.environment = {
     "PATH": path,
     "JUPYTER_CONFIG_PATH": str(hub_dir / "etc" / "student"),   # nbgrader's student side only
+    "JUPYTER_PATH": str(hub_dir / "share" / "jupyter"),   # "Check my work" (labextension/)
     # the server's private /tmp (limits.py): kernels' sockets (a short path, as unix sockets need)
     "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime",
     "NBGRADER_EXCHANGE_ROOT": state["exchange"],
@@ -104,8 +107,11 @@ for course, spec in courses.items():
     students = f"nbgrader-{course}"
     c.JupyterHub.load_groups[students] = {"users": spec["students"]}
     c.JupyterHub.load_groups[f"formgrade-{course}"] = {"users": spec["instructors"]}
+    checker = f"checks-{course}"
+    roles.append({"name": f"students-{course}", "groups": [students],
+                  "scopes": [f"access:services!service={checker}"]})
     roles.append({"name": f"instructors-{course}", "groups": [f"formgrade-{course}"],
-                  "scopes": [f"access:services!service={course}",
+                  "scopes": [f"access:services!service={course}", f"access:services!service={checker}",
                              # the admin page, with this course's students only: see and stop their servers
                              "admin-ui", f"list:users!group={students}", f"read:users!group={students}",
                              f"read:servers!group={students}", f"servers!group={students}",
@@ -135,6 +141,28 @@ for course, spec in courses.items():
             "AUTOGRADER_EXCHANGE": state["exchange"],
         },
         "oauth_client_allowed_scopes": [f"access:services!service={course}"],
+    })
+    # Check on submit (checks.py): the course's queue of checks, run as its grader account, each
+    # student's page hers alone (check_service.py); the course's students and instructors may open it.
+    services.append({
+        "name": checker,
+        "url": f"http://127.0.0.1:{spec['check_port']}",
+        "user": spec["grader"],
+        "cwd": spec["dir"],
+        "command": [str(venv_bin / "python"), "-m", "autograder.jupyterhub.check_service"],
+        "environment": {
+            "PATH": path,
+            "HOME": spec["dir"],
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONPATH": state["python_path"],
+            **library_path,
+            "AUTOGRADER_COURSE_ID": course,
+            "AUTOGRADER_COURSE_DIR": spec["dir"],
+            "AUTOGRADER_SOURCE": str(Path(spec["dir"]) / "source"),
+            "AUTOGRADER_EXCHANGE": state["exchange"],
+            **{name: os.environ[name] for name in ("OPENBLAS_CORETYPE",) if name in os.environ},
+        },
+        "oauth_client_allowed_scopes": [f"access:services!service={checker}"],
     })
 
 # -- idle servers are stopped ---------------------------------------------------------------------

@@ -1,0 +1,116 @@
+/* "Check my work" for the course hub: a JupyterLab extension written by hand (no build step).
+ *
+ * JupyterLab loads a prebuilt extension as a module-federation container: it runs this file, calls
+ * init(shareScope) with the packages it shares, then get('./extension') for the plugin. The plugin
+ * puts a "Check my work" button on the toolbar of every notebook of an assignment (a path
+ * <course>/<assignment>/<notebook>.ipynb, where nbgrader's Assignments tab fetches it). The
+ * button saves the notebook, submits the assignment through nbgrader's own endpoint of the
+ * student's server (the same as the Assignments tab's Submit), and opens the check's page from the
+ * course's check service (/services/checks-<course>/assignments/<assignment>) beside the
+ * notebook, in a frame that runs no script: the page refreshes itself until the check is done.
+ */
+(function () {
+  'use strict';
+  var NAME = 'attention-course-check';
+  var shared = null;
+
+  function load(name) {
+    var versions = shared && shared[name];
+    if (!versions) {
+      return Promise.reject(new Error(NAME + ': JupyterLab shares no ' + name));
+    }
+    var newest = Object.keys(versions).sort(function (a, b) {
+      return a.localeCompare(b, undefined, { numeric: true });
+    }).pop();
+    return Promise.resolve(versions[newest].get()).then(function (factory) {
+      return factory();
+    });
+  }
+
+  function where(path) {
+    var parts = String(path).split('/');
+    if (parts.length < 3 || !/\.ipynb$/.test(parts[parts.length - 1])) {
+      return null;
+    }
+    return { course: parts[parts.length - 3], assignment: parts[parts.length - 2] };
+  }
+
+  function checkMyWork(app, lib, context) {
+    var found = where(context.path);
+    var settings = lib.services.ServerConnection.makeSettings();
+    var hubPrefix = lib.coreutils.PageConfig.getOption('hubPrefix') || '/hub/';
+    var base = hubPrefix.replace(/hub\/?$/, '');
+    var page = base + 'services/checks-' + encodeURIComponent(found.course) + '/assignments/' +
+      encodeURIComponent(found.assignment);
+    var body = new URLSearchParams({ course_id: found.course, assignment_id: found.assignment });
+    return context.save().then(function () {
+      return lib.services.ServerConnection.makeRequest(
+        lib.coreutils.URLExt.join(settings.baseUrl, 'assignments', 'submit'),
+        { method: 'POST', body: body.toString(),
+          headers: { 'Content-Type': 'application/x-www-form-urlencoded' } },
+        settings);
+    }).then(function (response) {
+      return response.json().then(function (answer) {
+        if (!response.ok || !answer.success) {
+          throw new Error('the submission did not go through: ' + String(answer.value || response.status));
+        }
+      });
+    }).then(function () {
+      var frame = new lib.apputils.IFrame({ sandbox: ['allow-same-origin'], referrerPolicy: 'no-referrer' });
+      frame.url = page;
+      var widget = new lib.apputils.MainAreaWidget({ content: frame });
+      widget.id = NAME + '-' + found.course + '-' + found.assignment + '-' + Date.now();
+      widget.title.label = 'Check: ' + found.assignment;
+      widget.title.closable = true;
+      app.shell.add(widget, 'main', { mode: 'split-right' });
+    }).catch(function (error) {
+      return lib.apputils.showErrorMessage('Check my work', error);
+    });
+  }
+
+  var plugin = {
+    id: NAME + ':plugin',
+    description: 'Check my work: submit and see the check on submit of this assignment.',
+    autoStart: true,
+    activate: function (app) {
+      Promise.all([load('@jupyterlab/apputils'), load('@jupyterlab/services'), load('@jupyterlab/coreutils')])
+        .then(function (modules) {
+          var lib = { apputils: modules[0], services: modules[1], coreutils: modules[2] };
+          app.docRegistry.addWidgetExtension('Notebook', {
+            createNew: function (panel, context) {
+              if (!where(context.path)) {
+                return undefined;
+              }
+              var button = new lib.apputils.ToolbarButton({
+                className: NAME + '-button',
+                label: 'Check my work',
+                tooltip: 'Submit this assignment and see its check (feedback, not your grade)',
+                onClick: function () { checkMyWork(app, lib, context); }
+              });
+              panel.toolbar.insertItem(10, NAME, button);
+              return button;
+            }
+          });
+        })
+        .catch(function (error) {
+          console.error(NAME + ': not loaded', error);
+        });
+    }
+  };
+
+  window._JUPYTERLAB = window._JUPYTERLAB || {};
+  window._JUPYTERLAB[NAME] = {
+    init: function (scope) {
+      shared = scope;
+      return Promise.resolve();
+    },
+    get: function (module) {
+      if (module !== './extension') {
+        return Promise.reject(new Error(NAME + ' has no module ' + module));
+      }
+      return Promise.resolve(function () {
+        return { __esModule: true, default: plugin };
+      });
+    }
+  };
+})();
