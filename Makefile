@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile tools/hub-assets/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[dev,torch,grading,book,hub]"
+	$(BIN)/python -m pip install --quiet "$(TORCH_CPU)" -e ".[dev,torch,grading,book,hub,lti]"
 	{ command -v bwrap && command -v setpriv && command -v prlimit && command -v chromium && command -v dot && command -v git && command -v useradd && command -v npm && command -v mkfs.ext4 && command -v openssl; } >/dev/null || bash tools/install-system-packages.sh
 	cd tools/hub-assets && npm ci --silent --no-audit --no-fund   # configurable-http-proxy, for the course hub
 	touch $(STAMP)

@@ -62,6 +62,7 @@ class Engine:
         self._work = threading.Condition()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._forged: set[str] = set()
 
     # -- life ------------------------------------------------------------------------------------
     def start(self) -> "Engine":
@@ -98,8 +99,8 @@ class Engine:
 
         if not self.course.exchange:
             return 0
-        new = 0
-        for name, student, assignment in inbound_names(Path(self.course.exchange), self.course.course_id):
+        new, forged = 0, []
+        for name, student, assignment in inbound_names(Path(self.course.exchange), self.course.course_id, forged):
             if self.queue.known(name):
                 continue
             if not self.course.release_dir(assignment).is_dir():
@@ -110,6 +111,11 @@ class Engine:
             self.queue.submitted(student, assignment, name, stamp, checks.policy(self.course, assignment),
                                  due.timestamp() if due is not None else None, now)
             new += 1
+        for name, maker in forged:
+            if name not in self._forged:   # (never the named student's check; the instructor's log says so once)
+                self._forged.add(name)
+                print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} not checked: inbound folder {name!r} names another "
+                      f"student but was made by {maker!r}", file=self.log)
         if new:
             with self._work:
                 self._work.notify_all()
@@ -135,11 +141,22 @@ class Engine:
             try:
                 self.queue.finish(check, self.grade(check, slot))
             except GradingError as exc:
-                self.queue.fail(check, str(exc))
+                self.queue.fail(check, self._public(str(exc)))
             except Exception as exc:  # noqa: BLE001 - the check could not run: it costs nothing
                 traceback.print_exc(file=self.log)
                 self.queue.fail(check, f"the check could not run ({type(exc).__name__}): your submission is kept "
                                 "for your instructor")
+
+    def _public(self, reason: str) -> str:
+        """A reason as the student's page shows it: the hub's own folders not named."""
+        from .submissions import _inbound_dir
+
+        folders = [self.run_dir, self.course.root]
+        if self.course.exchange:
+            folders.insert(0, _inbound_dir(Path(self.course.exchange), self.course.course_id))
+        for folder in folders:
+            reason = reason.replace(f"{folder}{os.sep}", "").replace(str(folder), "the course's folder")
+        return reason
 
     def _setup(self, assignment: str) -> _Assignment:
         """The plans, the sandbox and the job settings of ``assignment`` (made once per release)."""

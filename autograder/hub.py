@@ -90,8 +90,8 @@ DEFAULT_DIR = Path("/srv/attention-hub")
 PRIVATE_IN_CHECKOUT = ("solutions", "grading", "tests", ".git")
 PROXY = REPO_ROOT / "tools" / "hub-assets" / "node_modules" / ".bin" / "configurable-http-proxy"
 AUTHENTICATORS = ("pam", "dummy")
-ROSTER_KEYS = {"courses", "limits", "idle_timeout"}
-COURSE_KEYS = {"instructors", "students", "due", "checks"}
+ROSTER_KEYS = {"courses", "limits", "idle_timeout", "lti"}
+COURSE_KEYS = {"instructors", "students", "due", "checks", "lti_context"}
 DEFAULT_IDLE_TIMEOUT = 3600
 # Where stray copies of the course's secrets would be readable by students, besides the checkout
 # and the hub's folder (hub start scans them as a student). Not /tmp and /dev/shm: every server of

@@ -390,14 +390,26 @@ def _read_entry(inbound_fd: int, inbound: Path, name: str, info: os.stat_result,
         os.close(fd)
 
 
-def inbound_names(path: Path, course_id: str) -> list[tuple[str, str, str]]:
+def inbound_names(path: Path, course_id: str, forged: list[tuple[str, str]] | None = None
+                  ) -> list[tuple[str, str, str]]:
     """``(folder name, student, assignment)`` of every submission in the exchange's inbound
-    folder of ``course_id``, by name only (``read_submission`` checks and reads one)."""
+    folder of ``course_id`` that the student it names made (``read_submission`` checks and reads
+    one). A folder made by someone else is left out; with ``forged``, its ``(name, maker)`` is
+    added there."""
     inbound = _inbound_dir(path, course_id)
     found = []
     for name in sorted(os.listdir(inbound)):
         parts = name.split("+")
         if len(parts) >= 3 and is_valid_id(parts[0]) and is_valid_id(parts[1]):
+            try:
+                info = os.stat(inbound / name, follow_symlinks=False)
+            except OSError:
+                continue   # (gone since it was listed)
+            maker = _submitter(info) if stat.S_ISDIR(info.st_mode) else None
+            if maker is not None and maker != parts[0]:
+                if forged is not None:
+                    forged.append((name, maker))
+                continue
             found.append((name, parts[0], parts[1]))
     return found
 

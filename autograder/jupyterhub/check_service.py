@@ -150,7 +150,8 @@ class Service:
     def __init__(self, course: Course, workers: int) -> None:
         self.course = course
         self.queue = checks.Queue(course.root / "checks" / "checks.sqlite")
-        log = open(course.logs_dir / "checks.log", "a", buffering=1) if course.logs_dir.is_dir() else sys.stderr
+        course.logs_dir.mkdir(mode=0o700, exist_ok=True)
+        log = open(course.logs_dir / "checks.log", "a", buffering=1)
         self.engine = checkservice.Engine(course, self.queue, workers=workers, log=log)
 
     def people(self) -> dict:

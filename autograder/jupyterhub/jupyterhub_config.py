@@ -163,6 +163,9 @@ for course, spec in courses.items():
             **{name: os.environ[name] for name in ("OPENBLAS_CORETYPE",) if name in os.environ},
         },
         "oauth_client_allowed_scopes": [f"access:services!service={checker}"],
+        # The hub's own service asking only to know who she is: no "Authorize access" page between
+        # her Check my work button and her check (it opens in a frame beside her notebook).
+        "oauth_no_confirm": True,
     })
 
 # -- idle servers are stopped ---------------------------------------------------------------------

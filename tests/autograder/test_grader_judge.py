@@ -122,7 +122,8 @@ def test_fail_closed_and_the_students_errors_as_data(zygote):
     assert not outcome.tests["test_2"]["passed"] and "NameError" in outcome.tests["test_2"]["message"]
     assert outcome.tests["test_3"] == {"passed": False, "seconds": outcome.tests["test_3"]["seconds"],
                                        "message": "AssertionError: two doubled is not five",
-                                       "feedback": "AssertionError: two doubled is not five"}
+                                       "feedback": "AssertionError: two doubled is not five",
+                                       "visible_passed": False}
 
 
 @needs_bwrap

@@ -25,6 +25,7 @@ import re
 import secrets
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -357,78 +358,28 @@ def check_page(person: HubUser, hub, assignment: str = ASSIGNMENT, until=("check
     page = ""
     while time.monotonic() < deadline:
         answer = person.session.get(url, timeout=60)
-        assert answer.status_code == 200, (answer.status_code, answer.text[:300])
+        assert answer.status_code == 200, (answer.status_code, answer.text[:300], answer.url,
+                                           [(c.name, c.path, len(c.value or "")) for c in person.session.cookies])
         page = answer.text
-        which = re.search(r"Your submission of ([^:]+):", page)
+        which = re.search(r"Your submission of (.+?): <strong>", page)
         new = newer_than is None or (which and which[1] not in newer_than)
         if new and any(f"<strong>{word}</strong>" in page for word in until):
             return page
         time.sleep(1)
-    raise AssertionError(f"no check result within {timeout} s: {page[-600:]}")
+    # (what the service saw, for the failure's message: its queue, its log, the exchange's inbound folder)
+    course_dir = hub["dir"] / "courses" / hub["a"]
+    log = course_dir / "logs" / "checks.log"
+    rows = sqlite3.connect(course_dir / "checks" / "checks.sqlite").execute(
+        "SELECT id, student, submission, state, reason FROM checks").fetchall()
+    inbound = sorted(os.listdir(hub["dir"] / "exchange" / hub["a"] / "inbound"))
+    raise AssertionError(f"no check result within {timeout} s: {page[-300:]}\nqueue: {rows}\ninbound: {inbound}\n"
+                         f"log: {log.read_text()[-2000:] if log.exists() else ''}")
 
 
 def submit_again(person: HubUser, hub, notebook: dict) -> None:
     path = f"{hub['a']}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
     person.put_notebook(path, notebook)
     assert any(a["status"] == "submitted" for a in person.nbgrader("submit", hub["a"], ASSIGNMENT))
-
-
-def test_a_check_on_submit_shows_the_student_where_she_stands_and_no_more(hub, users):
-    """The submissions of the test above were checked as they arrived: bo's has full marks, cy's
-    says which test failed. A wrong answer that fails a hidden test only shows that test's
-    reason, never its message (``PLANTED``). The rate refuses a third check in the hour, the due
-    date refuses once the instructor says so (``hub update``), each with its reason; another
-    course's student cannot open the page; and the checks agree with the instructor's batch."""
-    total, forward = points(), points("test_forward")
-    bo, cy = users["bo"], users["cy"]
-    # Her JupyterLab has "Check my work" (the hub's own extension, in its page's federated extensions).
-    lab = bo.api.get(f"{bo.server_url}/lab", timeout=60)
-    assert lab.status_code == 200 and '"name": "attention-course-check"' in lab.text.replace('\\"', '"'), \
-        re.findall(r"federated_extensions.{0,300}", lab.text)[:1]
-    first = check_page(bo, hub)
-    assert "<strong>checked</strong>" in first and f"Points: {total:g} of {total:g}" in first, first[-800:]
-    wrong = check_page(cy, hub)
-    assert f"Points: {forward:g} of {total:g}" in wrong, wrong[-800:]   # the instructor's batch gave cy the same
-    assert scores(users, hub) == expected_scores(hub)
-    # A wrong answer that only the hidden checks can tell: the penalty off by 1% once N > 2.
-    path = f"{hub['a']}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
-    notebook = answered(bo, path, None)
-    for cell in notebook["cells"]:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "multi_weighted_sum_forward":
-            cell["source"] = "".join(cell["source"]).replace(
-                "return M, penalty,", "penalty = penalty * (1.01 if A.shape[0] > 2 else 1.0)\n    return M, penalty,")
-    submit_again(bo, hub, notebook)
-    page = check_page(bo, hub, newer_than=first)
-    assert "a hidden test of this cell failed" in page and "failed" in page, page[-1500:]
-    assert PLANTED not in page and "expected" not in page and "mismatch" not in page, page
-    secrets_ = [s for s in leakscan.course_secrets(hub["private"] / "source", REPO / "attention_course")
-                if s.kind == "hidden test"]
-    copy = hub["private"] / "check-page-bo.html"
-    copy.write_text(page)
-    assert leakscan.scan([copy], secrets_, kinds=("hidden test",)) == []
-    # A third check within the hour: refused, with when the next is possible; it is not counted.
-    submit_again(bo, hub, answered(bo, path, None))
-    refused = check_page(bo, hub, until=("not checked",), newer_than=page)
-    assert "you have had your 2 checks of this assignment in the last hour" in refused.lower(), refused[-800:]
-    # The instructor stops checks at the due date (course A's is in the past): refused, with that reason.
-    roster = json.loads((hub["private"] / "roster.json").read_text())
-    roster["courses"][hub["a"]]["checks"]["default"]["until_due"] = True
-    (hub["private"] / "roster.json").write_text(json.dumps(roster))
-    updated = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(hub["private"] / "roster.json"),
-                              "--dir", str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert updated.returncode == 0, updated.stderr
-    submit_again(cy, hub, answered(cy, path, None))
-    late = check_page(cy, hub, until=("not checked",), newer_than=wrong)
-    assert "checks stopped at the due date" in late.lower(), late[-800:]
-    roster["courses"][hub["a"]]["checks"]["default"]["until_due"] = False
-    (hub["private"] / "roster.json").write_text(json.dumps(roster))
-    # A page is its student's: another course's student is refused, and no URL names another student.
-    outsider = users["ed"].session.get(f"{hub['url']}/services/checks-{hub['a']}/assignments/{ASSIGNMENT}", timeout=60)
-    assert outsider.status_code == 403 or "not on this course" in outsider.text, outsider.status_code
-    assert bo.session.get(f"{hub['url']}/services/checks-{hub['a']}/instructor/{ASSIGNMENT}",
-                          timeout=60).status_code == 403
-    overview = users["ada"].session.get(f"{hub['url']}/services/checks-{hub['a']}/instructor/{ASSIGNMENT}", timeout=60)
-    assert overview.status_code == 200 and hub["names"]["bo"] in overview.text and hub["names"]["cy"] in overview.text
 
 
 def test_s1_the_formgrader_shows_a_submission_without_running_what_the_student_wrote(hub, users):
@@ -942,3 +893,69 @@ def test_hub_start_refuses_a_stray_copy_of_a_solution(hub):
                         "--remove-users"], cwd=REPO, capture_output=True, timeout=120)
         shutil.rmtree(stray, ignore_errors=True)
         shutil.rmtree(other, ignore_errors=True)
+
+
+def test_a_check_on_submit_shows_the_student_where_she_stands_and_no_more(hub, users):
+    """(Last of the module: it submits again, which would change what the tests above collect.)
+    The submissions of the submission test were checked as they arrived: bo's has full marks, cy's
+    says which test failed. A wrong answer that fails a hidden test only shows that test's
+    reason, never its message (``PLANTED``). The rate refuses a third check in the hour, the due
+    date refuses once the instructor says so (``hub update``), each with its reason; another
+    course's student cannot open the page; and the checks agree with the instructor's batch."""
+    total, forward = points(), points("test_forward")
+    bo, cy = users["bo"], users["cy"]
+    # Her JupyterLab has "Check my work" (the hub's own extension, in its page's federated extensions).
+    lab = bo.api.get(f"{bo.server_url}/lab", timeout=60)
+    assert lab.status_code == 200 and '"name": "attention-course-check"' in lab.text.replace('\\"', '"'), \
+        re.findall(r"federated_extensions.{0,300}", lab.text)[:1]
+    first = check_page(bo, hub)
+    assert "<strong>checked</strong>" in first and f"Points: {total:g} of {total:g}" in first, first[-800:]
+    # The folder cy forged under bo's name (the submission test) is not bo's check: the instructor's
+    # log names it, and no page shows a folder of the hub's.
+    log = (hub["dir"] / "courses" / hub["a"] / "logs" / "checks.log").read_text()
+    assert "2099" not in first and "+forged" in log and hub["names"]["cy"] in log, log[-1000:]
+    wrong = check_page(cy, hub)
+    assert f"Points: {forward:g} of {total:g}" in wrong, wrong[-800:]   # the instructor's batch gave cy the same
+    assert scores(users, hub) == expected_scores(hub)
+    # A wrong answer that only the hidden checks can tell: the penalty off by 1% once N > 2.
+    path = f"{hub['a']}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    notebook = answered(bo, path, None)
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "multi_weighted_sum_forward":
+            cell["source"] = "".join(cell["source"]).replace(
+                "return M, penalty,", "penalty = penalty * (1.01 if A.shape[0] > 2 else 1.0)\n    return M, penalty,")
+    submit_again(bo, hub, notebook)
+    page = check_page(bo, hub, newer_than=first)
+    assert "a hidden test of this cell failed" in page and "failed" in page, page[-1500:]
+    assert PLANTED not in page and "expected" not in page and "mismatch" not in page, page
+    assert str(hub["dir"]) not in page
+    secrets_ = [s for s in leakscan.course_secrets(hub["private"] / "source", REPO / "attention_course")
+                if s.kind == "hidden test"]
+    copy = hub["private"] / "check-page-bo.html"
+    copy.write_text(page)
+    assert leakscan.scan([copy], secrets_, kinds=("hidden test",)) == []
+    # A third check within the hour: refused, with when the next is possible; it is not counted.
+    submit_again(bo, hub, answered(bo, path, None))
+    refused = check_page(bo, hub, until=("not checked",), newer_than=page)
+    assert "you have had your 2 checks of this assignment in the last hour" in refused.lower(), refused[-800:]
+    # The instructor stops checks at the due date (course A's is in the past): refused, with that reason.
+    roster = json.loads((hub["private"] / "roster.json").read_text())
+    roster["courses"][hub["a"]]["checks"]["default"]["until_due"] = True
+    (hub["private"] / "roster.json").write_text(json.dumps(roster))
+    updated = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(hub["private"] / "roster.json"),
+                              "--dir", str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert updated.returncode == 0, updated.stderr
+    submit_again(cy, hub, answered(cy, path, None))
+    late = check_page(cy, hub, until=("not checked",), newer_than=wrong)
+    assert "checks stopped at the due date" in late.lower(), late[-800:]
+    roster["courses"][hub["a"]]["checks"]["default"]["until_due"] = False
+    (hub["private"] / "roster.json").write_text(json.dumps(roster))
+    # A page is its student's: someone of another course (di, course B's instructor) is refused, and
+    # no URL names another student.
+    outsider = users["di"].session.get(f"{hub['url']}/services/checks-{hub['a']}/assignments/{ASSIGNMENT}", timeout=60)
+    assert outsider.status_code == 403 or "not on this course" in outsider.text, \
+        (outsider.status_code, outsider.url, re.sub(r"\s+", " ", re.sub(r"<script.*?</script>|<[^>]+>", " ", outsider.text, flags=re.S))[:1500])
+    assert bo.session.get(f"{hub['url']}/services/checks-{hub['a']}/instructor/{ASSIGNMENT}",
+                          timeout=60).status_code == 403
+    overview = users["ada"].session.get(f"{hub['url']}/services/checks-{hub['a']}/instructor/{ASSIGNMENT}", timeout=60)
+    assert overview.status_code == 200 and hub["names"]["bo"] in overview.text and hub["names"]["cy"] in overview.text
