@@ -58,13 +58,13 @@ def answers(source_nb, kind: str, reference: Path) -> dict[str, str]:
         return cells
     if kind == "hostile":
         first = next(iter(cells))
-        head = cells[first].split("### BEGIN SOLUTION")[0]
+        head = cells[first].split("### BEGIN SOLUTION")[0].rstrip(" ")   # (the marker's own indent dropped)
         return {**cells, first: head + indent(HOSTILE, "    ")}
     tree = ast.parse(reference.read_text())
     mistake = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                    and getattr(n.targets[0], "id", "") == "CORE_MISTAKE")
     for grade_id, body in mistake["answers"].items():
-        cells[grade_id] = cells[grade_id].split("### BEGIN SOLUTION")[0] + indent(dedent(body).strip("\n"), "    ")
+        cells[grade_id] = cells[grade_id].split("### BEGIN SOLUTION")[0].rstrip(" ") + indent(dedent(body).strip("\n"), "    ")
     return cells
 
 
@@ -174,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
                            (check.state != checks.DONE or check.result["score"] != check.result["max_score"])]
             if wrong_marks:
                 raise SystemExit(f"right answers without full marks: {wrong_marks[:3]}")
+            full_marks = [name for name, check in done.items() if expected[name] != "right" and
+                          check.state == checks.DONE and check.result["score"] == check.result["max_score"]]
+            if full_marks:
+                raise SystemExit(f"wrong or hostile answers with full marks: {full_marks[:3]}")
             results["class"] = summary(f"{args.students} students x 2 assignments within a minute", done, appeared,
                                        len(appeared))
         finally:

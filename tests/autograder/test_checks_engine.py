@@ -84,7 +84,7 @@ def wrong_answers(fixture, assignment) -> dict[str, str]:
     for cell in fixture.source_notebook(assignment).cells:
         body = mistake["answers"].get(cell.metadata.get("nbgrader", {}).get("grade_id"))
         if body is not None:
-            head = cell.source.split("### BEGIN SOLUTION")[0]
+            head = cell.source.split("### BEGIN SOLUTION")[0].rstrip(" ")   # (the marker's indent dropped)
             answers[cell.metadata.nbgrader.grade_id] = head + indent(dedent(body).strip("\n"), "    ") + "\n"
     assert answers, mistake
     return answers
@@ -121,3 +121,54 @@ def test_a_check_grades_at_once_writes_no_grade_and_agrees_with_the_batch(course
                  for grade_id, record in notebook["tests"].items()}
         assert batch == verdicts(check.result), (student, batch, verdicts(check.result))
         assert report[student]["score"] == check.result["score"]
+
+
+HOSTILE = "import time\n\ndef softmax(x):\n    while True:   # never returns: each call costs the cell's limit\n" \
+          "        time.sleep(0.05)\n"
+
+
+def state(queue, name: str) -> str | None:
+    rows = queue._rows("WHERE submission = ?", name)
+    return rows[0].state if rows else None
+
+
+def test_a_flood_or_a_hostile_notebook_does_not_delay_another_students_check(course):
+    """mallory hands in a notebook whose answer never returns, then four more submissions at once;
+    carol then hands in hers. carol's check does not wait for mallory's (it is done long before
+    mallory's first cell limit has passed), mallory's flood is one running and one waiting check (the
+    others superseded, no check counted for them), and mallory's check ends at its own limits."""
+    fixture, real = course
+    exchange = Path(real.exchange)
+    queue = checks.Queue(real.root / "checks" / "checks.sqlite")
+    limit = 8
+    engine = checkservice.Engine(real, queue, workers=2, poll=0.2, cell_timeout=limit, notebook_timeout=3 * limit).start()
+    try:
+        # (warm: the assignment's sandbox and both workers started, as on a hub that has run a check)
+        wait(queue, [put(exchange, "warm1", "fx_softmax", "2027-03-02 09:00:00.000000 UTC", fixture.solved("fx_softmax")),
+                     put(exchange, "warm2", "fx_softmax", "2027-03-02 09:00:00.000001 UTC", fixture.solved("fx_softmax"))])
+        hostile = fixture.solved("fx_softmax", softmax=HOSTILE)
+        flood = [put(exchange, "mallory", "fx_softmax", "2027-03-02 10:00:00.000000 UTC", hostile)]
+        engine.look_now()
+        deadline = time.monotonic() + 60
+        while state(queue, flood[0]) != checks.RUNNING:
+            assert time.monotonic() < deadline, "mallory's first check never started"
+            time.sleep(0.1)
+        flood += [put(exchange, "mallory", "fx_softmax", f"2027-03-02 10:00:0{i}.000000 UTC", hostile)
+                  for i in range(1, 5)]
+        engine.look_now()
+        submitted = time.monotonic()
+        carol = put(exchange, "carol", "fx_softmax", "2027-03-02 10:00:10.000000 UTC", fixture.solved("fx_softmax"))
+        engine.look_now()
+        mine = wait(queue, [carol], timeout=60)[carol]
+        waited = time.monotonic() - submitted
+        assert mine.state == checks.DONE and mine.result["score"] == mine.result["max_score"] > 0, mine
+        assert waited < limit, f"carol waited {waited:.1f} s, past mallory's cell limit of {limit} s"
+        assert state(queue, flood[0]) == checks.RUNNING   # (mallory's still runs)
+        theirs = wait(queue, flood, timeout=10 * limit)
+    finally:
+        engine.stop()
+    states = [theirs[name].state for name in flood]
+    assert states[0] == checks.DONE and states[-1] == checks.DONE and set(states[1:-1]) == {checks.SUPERSEDED}, states
+    first = theirs[flood[0]]
+    assert first.result["score"] < first.result["max_score"], first.result
+    assert first.finished - first.started < 3 * limit + 15, (first.started, first.finished)   # its own limits
