@@ -38,6 +38,7 @@ import nbformat
 import pytest
 import requests
 
+from autograder import checks
 from autograder import hub as course_hub
 from autograder import leakscan
 from attention_course import book
@@ -948,8 +949,34 @@ def test_a_check_on_submit_shows_the_student_where_she_stands_and_no_more(hub, u
     submit_again(cy, hub, answered(cy, path, None))
     late = check_page(cy, hub, until=("not checked",), newer_than=wrong)
     assert "checks stopped at the due date" in late.lower(), late[-800:]
-    roster["courses"][hub["a"]]["checks"]["default"]["until_due"] = False
+    roster["courses"][hub["a"]]["checks"]["default"].update(until_due=False, per_hour=20)
     (hub["private"] / "roster.json").write_text(json.dumps(roster))
+    updated = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(hub["private"] / "roster.json"),
+                              "--dir", str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert updated.returncode == 0, updated.stderr
+    # A flood and a hostile notebook: cy hands in an answer that never returns (each call costs the
+    # service's cell limit, 30 s), then three more at once; bo's check, handed in after them, is done
+    # well within one cell limit, and cy's flood is one check running and one waiting.
+    hostile = answered(cy, path, None)
+    for cell in hostile["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "multi_weighted_sum_forward":
+            cell["source"] = "".join(cell["source"]).replace(
+                "return M, penalty,", "while True:\n        __import__('time').sleep(0.05)\n    return M, penalty,")
+    submit_again(cy, hub, hostile)
+    running = check_page(cy, hub, until=("being checked now",), newer_than=late, timeout=60)
+    for _ in range(3):
+        submit_again(cy, hub, hostile)
+    submit_again(bo, hub, answered(bo, path, None))
+    handed_in = time.monotonic()
+    mine = check_page(bo, hub, newer_than=refused, timeout=60)
+    waited = time.monotonic() - handed_in
+    assert "<strong>checked</strong>" in mine and f"Points: {total:g} of {total:g}" in mine, mine[-800:]
+    assert waited < 30, f"bo's check took {waited:.1f} s behind cy's hostile notebook"
+    course_dir = hub["dir"] / "courses" / hub["a"]
+    states = [row[0] for row in sqlite3.connect(course_dir / "checks" / "checks.sqlite").execute(
+        "SELECT state FROM checks WHERE student = ? ORDER BY id", (hub["names"]["cy"],)).fetchall()][-4:]
+    assert states[0] == checks.RUNNING and states[-1] == checks.QUEUED and \
+        set(states[1:-1]) == {checks.SUPERSEDED}, (states, running[-300:])
     # A page is its student's: someone of another course (di, course B's instructor) is refused, and
     # no URL names another student.
     outsider = users["di"].session.get(f"{hub['url']}/services/checks-{hub['a']}/assignments/{ASSIGNMENT}", timeout=60)
