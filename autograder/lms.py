@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -55,6 +55,8 @@ MEMBERS_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembershi
 RESULTS_TYPE = "application/vnd.ims.lis.v2.resultcontainer+json"
 LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
 TIMEOUT = 30   # seconds for one request to the LMS
+SENDERS = 4    # scores in flight at once
+SAME_POINTS = 0.005   # LMSs keep two decimals: closer than this, a score is the same
 
 
 # --- what launches told the tool ----------------------------------------------------------------
@@ -309,7 +311,7 @@ def _find_lineitem(lms: Lms, ags, assignment: str):
 
 def _results(lms: Lms, ags, lineitem) -> dict[str, tuple[float, float]]:
     """The line item's current results: LMS user id -> (score, maximum), every page."""
-    url = ags._add_url_path_ending(lineitem.get_id(), "results")
+    url = _subpath(lineitem.get_id(), "results")
     found: dict[str, tuple[float, float]] = {}
     while url:
         page = lms.connector.make_service_request(lms.services["scope"], url, accept=RESULTS_TYPE)
@@ -321,10 +323,15 @@ def _results(lms: Lms, ags, lineitem) -> dict[str, tuple[float, float]]:
     return found
 
 
+def _subpath(url: str, name: str) -> str:
+    """``<line item URL>/results`` (AGS: a sub-path of the line item's URL, before any query)."""
+    path, _, query = url.partition("?")
+    return f"{path.rstrip('/')}/{name}" + (f"?{query}" if query else "")
+
+
 def _same(current: tuple[float, float] | None, score: float, maximum: float) -> bool:
-    if current is None:
-        return False
-    return math.isclose(current[0] / current[1], score / maximum, rel_tol=0, abs_tol=1e-6)
+    """Whether the LMS's result (score, its maximum) is the gradebook's score, in the gradebook's points."""
+    return current is not None and abs(current[0] / current[1] * maximum - score) < SAME_POINTS
 
 
 def _points(current: tuple[float, float], maximum: float) -> str:
@@ -375,32 +382,40 @@ def push(course: Course, assignment: str, roster: Path, dry_run: bool = False,
     enrolled = {str(m["user_id"]) for m in members if m.get("status", "Active") == "Active"} \
         if members is not None else None
 
-    counts = dict.fromkeys(("pushed", "unchanged", "not in the LMS", "held", "refused", "network failure"), 0)
+    def send(record: Record, sub: str) -> tuple[str, str]:
+        old = _points(current[sub], maximum) if sub in current else "none"
+        if dry_run:
+            return "pushed", f"would push: {old} -> {record.score:g}/{maximum:g}"
+        grade = (Grade().set_score_given(record.score).set_score_maximum(maximum).set_user_id(sub)
+                 .set_activity_progress("Completed").set_grading_progress("FullyGraded")
+                 .set_timestamp(datetime.now(timezone.utc).isoformat(timespec="milliseconds")))
+        try:
+            ags.put_grade(grade, lineitem)
+        except (LtiException, OSError) as exc:
+            outcome = "network failure" if _is_network(exc) else "refused"
+            return outcome, f"{outcome}: {lms_reason(exc)}"
+        return "pushed", f"pushed: {old} -> {record.score:g}/{maximum:g}"
+
+    decided: list[tuple[Record, str | None, tuple[str, str] | None]] = []   # None: to send
     for record in records:
         sub = users.get(record.student)
         if record.score is None:
-            outcome, line = "held", f"held: {record.held}"
+            decided.append((record, sub, ("held", f"held: {record.held}")))
         elif sub is None or (enrolled is not None and sub not in enrolled):
-            outcome, line = "not in the LMS", ("not in the LMS (no launch from it, not in its class list)"
-                                               if sub is None else f"not in the LMS course (LMS id {sub})")
+            decided.append((record, sub, ("not in the LMS", "not in the LMS (no launch from it, not in its class "
+                                          "list)" if sub is None else f"not in the LMS course (LMS id {sub})")))
         elif _same(current.get(sub), record.score, maximum):
-            outcome, line = "unchanged", f"unchanged: {record.score:g}/{maximum:g}"
+            decided.append((record, sub, ("unchanged", f"unchanged: {record.score:g}/{maximum:g}")))
         else:
-            old = _points(current[sub], maximum) if sub in current else "none"
-            if dry_run:
-                outcome, line = "pushed", f"would push: {old} -> {record.score:g}/{maximum:g}"
-            else:
-                grade = (Grade().set_score_given(record.score).set_score_maximum(maximum).set_user_id(sub)
-                         .set_activity_progress("Completed").set_grading_progress("FullyGraded")
-                         .set_timestamp(datetime.now(timezone.utc).isoformat(timespec="milliseconds")))
-                try:
-                    ags.put_grade(grade, lineitem)
-                    outcome, line = "pushed", f"pushed: {old} -> {record.score:g}/{maximum:g}"
-                except (LtiException, OSError) as exc:
-                    outcome = "network failure" if _is_network(exc) else "refused"
-                    line = f"{outcome}: {lms_reason(exc)}"
-        counts[outcome] += 1
-        echo(f"{record.student}: {line}")
+            decided.append((record, sub, None))
+    counts = dict.fromkeys(("pushed", "unchanged", "not in the LMS", "held", "refused", "network failure"), 0)
+    # A few scores in flight at once: an LMS across the internet answers each in a fraction of a second.
+    with ThreadPoolExecutor(SENDERS) as pool:
+        sent = pool.map(lambda pair: send(*pair), [(r, sub) for r, sub, outcome in decided if outcome is None])
+        for record, _, outcome in decided:
+            outcome, line = outcome or next(sent)
+            counts[outcome] += 1
+            echo(f"{record.student}: {line}")
     changes = counts["pushed"]
     summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n and k != "pushed")
     if dry_run:

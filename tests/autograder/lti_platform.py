@@ -43,7 +43,8 @@ same id_token and state a second time and returns that second response.
 ``fail_next(kind, endpoint="scores")``: the next request to ``endpoint`` (``"scores"``,
 ``"results"``, ``"lineitems"``, ``"memberships"`` or ``"token"``) fails: ``"network"`` drops the
 connection unanswered, ``"401"`` refuses its token (``"token"``: refuses the client). ``requests``
-lists every (method, path) the platform answered, for counting.
+lists every (method, path) the platform answered, for counting. ``latency=`` (seconds) delays
+every token and service answer, as an LMS across the internet would.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ import json
 import re
 import secrets
 import threading
+import time
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -341,7 +343,7 @@ class Platform:
     """One LTI 1.3 platform with one tool registered (see the module's docstring)."""
 
     def __init__(self, client_id: str, deployment_id: str, tool_login_url: str, tool_redirect_url,
-                 tool_jwks, scopes=ALL_SCOPES) -> None:
+                 tool_jwks, scopes=ALL_SCOPES, latency: float = 0.0) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.platform = self
@@ -350,6 +352,7 @@ class Platform:
         self.tool_login_url = tool_login_url
         self.tool_redirect_urls = [tool_redirect_url] if isinstance(tool_redirect_url, str) else list(tool_redirect_url)
         self.scopes = tuple(scopes)
+        self.latency = latency   # seconds each token and service request waits, as across the internet
         self._key = _new_key()
         self._other = None
         registration = (Registration().set_iss(self.issuer).set_client_id(client_id)
@@ -631,6 +634,8 @@ class _Handler(BaseHTTPRequestHandler):
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         with platform.lock:
             platform.requests.append((method, parts.path))
+        if platform.latency and parts.path not in ("/authorize", "/jwks"):
+            time.sleep(platform.latency)
         try:
             self._route(platform, method, parts.path, dict(parse_qsl(parts.query)), body, content_type)
         except Refused as refusal:
