@@ -38,10 +38,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .course import Course, atomic_write
+from .course import Course, atomic_write, check_id
 from .errors import GradingError
+
+if TYPE_CHECKING:
+    import requests
+    from pylti1p3.service_connector import ServiceConnector
+
+    from .lti import Registration
 
 USERS_FILE = "users.json"
 SERVICES_FILE = "services.json"
@@ -89,6 +95,7 @@ def _read_json(path: Path, what: str) -> dict:
 def remember_launch(course: Course, local_name: str, claims: dict) -> None:
     """Keep what a verified launch into the course tells the grade push: the user's LMS id and
     name (``users.json``), and the context's AGS and NRPS endpoints (``services.json``)."""
+    check_id("student", local_name)
     folder = lti_dir(course)
     with _locked(folder):
         users = _read_json(folder / USERS_FILE, "the LMS users")
@@ -112,11 +119,11 @@ def remember_launch(course: Course, local_name: str, claims: dict) -> None:
 class Lms:
     """The course's LMS: its registration, the course's context and endpoints, a pylti1p3 connector."""
 
-    registration: object            # autograder.lti.Registration
+    registration: Registration
     context_id: str
-    services: dict
-    connector: object               # pylti1p3 ServiceConnector
-    session: object                 # the connector's requests.Session
+    services: dict                  # services.json: the AGS and NRPS endpoints a launch named
+    connector: ServiceConnector
+    session: requests.Session       # the connector's
 
     def ags(self):
         from pylti1p3.assignments_grades import AssignmentsGradesService
@@ -148,7 +155,7 @@ def connect(course: Course, roster: Path) -> Lms:
     from pylti1p3.tool_config import ToolConfDict
 
     from . import lti
-    from .hub import _roster_data
+    from .hub import _roster_data   # the roster file as hub start reads it (YAML or JSON, checked)
 
     data = _roster_data(roster)
     registration = lti.read_registration(data, roster)
@@ -178,7 +185,7 @@ def connect(course: Course, roster: Path) -> Lms:
     config.set_public_key(issuer, _public_pem(pem), client_id=client_id)   # pylti1p3 takes the kid from it
     session = requests.Session()
     session.headers["User-Agent"] = "attention-course-autograder (pylti1p3)"
-    session.request = _with_timeout(session.request)
+    session.request = _with_timeout(session.request)   # pylti1p3 sets none: a silent LMS must not hang us
     connector = ServiceConnector(config.find_registration_by_params(issuer, client_id), requests_session=session)
     return Lms(registration, context_id, services, connector, session)
 
@@ -345,8 +352,6 @@ def push(course: Course, assignment: str, roster: Path, dry_run: bool = False,
     from pylti1p3.exception import LtiException
     from pylti1p3.grade import Grade
     from pylti1p3.lineitem import LineItem
-
-    from .course import check_id
 
     check_id("assignment", assignment)
     maximum, records = records_of(course, assignment)

@@ -246,3 +246,29 @@ def test_members_compares_the_lms_class_list_with_the_roster(setting):
         "in the LMS, not in the roster: Zed <zed@uni.edu> (LMS id u-zed, learner)"]
     assert [line for line in lines if line.startswith("in the roster")] == [
         "in the roster, not in the LMS: cy", "in the roster, not in the LMS: di", "in the roster, not in the LMS: eve"]
+
+
+def test_a_launch_is_remembered_as_the_push_reads_it(tmp_path):
+    course = Course(root=tmp_path / "grading", source=FIXTURES)
+    claims = {"sub": 1234, "name": "Ada", lms.CONTEXT_CLAIM: {"id": CONTEXT},
+              lms.AGS_CLAIM: {"lineitems": "https://lms.example.edu/ctx/lineitems", "scope": [lms.SCORE_SCOPE]},
+              lms.NRPS_CLAIM: {"context_memberships_url": "https://lms.example.edu/ctx/members"}}
+    lms.remember_launch(course, "ada", claims)
+    lms.remember_launch(course, "bo", {**claims, "sub": "u-bo", "name": "Bo"})
+    folder = tmp_path / "grading" / "lti"
+    assert yaml.safe_load((folder / "users.json").read_text()) == {"ada": {"sub": "1234", "name": "Ada"},
+                                                                   "bo": {"sub": "u-bo", "name": "Bo"}}
+    assert yaml.safe_load((folder / "services.json").read_text()) == {
+        "context_id": CONTEXT, "lineitems": "https://lms.example.edu/ctx/lineitems", "scope": [lms.SCORE_SCOPE],
+        "context_memberships_url": "https://lms.example.edu/ctx/members"}
+    assert lms.lms_users(course, None, ["ada", "cy"]) == {"ada": "1234", "bo": "u-bo"}
+    with pytest.raises(GradingError, match="bad student id"):
+        lms.remember_launch(course, "../x", claims)
+
+
+def test_students_without_a_launch_are_matched_in_the_class_list_only_when_unambiguous(tmp_path):
+    course = Course(root=tmp_path / "grading", source=FIXTURES)
+    members = [{"user_id": "1", "email": "cy@uni.edu"}, {"user_id": "2", "email": "di@uni.edu"},
+               {"user_id": "3", "email": "di@other.edu"}, {"user_id": "4", "lis_person_sourcedid": "eve",
+                                                            "email": "eve.x@uni.edu"}]
+    assert lms.lms_users(course, members, ["cy", "di", "eve", "fay"]) == {"cy": "1", "eve": "4"}
