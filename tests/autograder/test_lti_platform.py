@@ -172,6 +172,13 @@ def test_a_tool_through_pylti1p3_gets_a_token_and_writes_line_items_and_scores(p
     assert [r["resultScore"] for r in ags.get_grades(item)] == [7.5]
     assert [s["scoreGiven"] for s in platform.scores(item.get_id())] == [7.5]
     assert platform.line_items("ctx-42")[0]["label"] == "a1"
+    other = ags.find_or_create_lineitem(LineItem().set_tag("a2").set_label("a2").set_score_maximum(3)
+                                        .set_resource_id("r2").set_resource_link_id("link-2"))
+    url = platform.lineitems_url("ctx-42")
+    for query, expected in (("tag=a1", [item.get_id()]), ("resource_id=r2", [other.get_id()]),
+                            ("resource_link_id=link-2", [other.get_id()]), ("tag=none", []),
+                            ("", [item.get_id(), other.get_id()])):
+        assert [i["id"] for i in ags.get_lineitems_page(f"{url}?{query}")[0]] == expected, query
     with pytest.raises(LtiServiceException, match="422 .*not a member"):
         ags.put_grade(_grade("u-nobody", 1), item)
     members = NamesRolesProvisioningService(_connector(platform, tool_key),
