@@ -59,6 +59,8 @@ LINEITEM_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
 RESULT_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly"
 MEMBERS_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 RESULTS_TYPE = "application/vnd.ims.lis.v2.resultcontainer+json"
+LINEITEMS_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
+MEMBERS_TYPE = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"
 LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
 TIMEOUT = 30   # seconds for one request to the LMS
 SENDERS = 4    # scores in flight at once
@@ -132,12 +134,22 @@ class Lms:
                                                          "lineitems": self.services["lineitems"]})
 
     def members(self) -> list[dict]:
-        from pylti1p3.names_roles import NamesRolesProvisioningService
-
         url = self.services.get("context_memberships_url")
         if not url:
             raise GradingError("no launch into the course has named the LMS's class list service (NRPS)")
-        return NamesRolesProvisioningService(self.connector, {"context_memberships_url": url}).get_members()
+        return [member for body in self.pages(url, [MEMBERS_SCOPE], MEMBERS_TYPE)
+                for member in (body or {}).get("members", [])]
+
+    def pages(self, url: str, scopes: list[str], accept: str):
+        """Each page's body of a paged AGS or NRPS container, through the connector (its token).
+        The next page is read from the Link header here: pylti1p3's own reader lowercases its URL."""
+        from requests.utils import parse_header_links
+
+        while url:
+            page = self.connector.make_service_request(scopes, url, accept=accept, case_insensitive_headers=True)
+            yield page["body"]
+            links = parse_header_links(page["headers"].get("Link", "").replace("\n", " "))
+            url = next((link["url"] for link in links if link.get("rel", "").lower() == "next"), None)
 
 
 def roster_path(given: Path | None) -> Path:
@@ -302,31 +314,27 @@ def records_of(course: Course, assignment: str) -> tuple[float, list[Record]]:
     return maximum, records
 
 
-def _find_lineitem(lms: Lms, ags, assignment: str):
+def _find_lineitem(lms: Lms, assignment: str):
     """The assignment's line item (its resourceId is the assignment), or None."""
     from pylti1p3.lineitem import LineItem
     from pylti1p3.utils import add_param_to_url
 
     url = add_param_to_url(lms.services["lineitems"], "resource_id", assignment)
-    while url:   # the filter narrows the pages; the check below does not trust it
-        items, url = ags.get_lineitems_page(url)
-        for item in items:
+    for items in lms.pages(url, lms.services["scope"], LINEITEMS_TYPE):
+        for item in items or []:   # (the filter narrows the pages; this check does not trust it)
             if item.get("resourceId") == assignment:
                 return LineItem(item)
     return None
 
 
-def _results(lms: Lms, ags, lineitem) -> dict[str, tuple[float, float]]:
+def _results(lms: Lms, lineitem) -> dict[str, tuple[float, float]]:
     """The line item's current results: LMS user id -> (score, maximum), every page."""
-    url = _subpath(lineitem.get_id(), "results")
     found: dict[str, tuple[float, float]] = {}
-    while url:
-        page = lms.connector.make_service_request(lms.services["scope"], url, accept=RESULTS_TYPE)
-        for result in page["body"] or []:
+    for results in lms.pages(_subpath(lineitem.get_id(), "results"), lms.services["scope"], RESULTS_TYPE):
+        for result in results or []:
             if result.get("resultScore") is not None:
                 found[str(result["userId"])] = (float(result["resultScore"]),
                                                 float(result.get("resultMaximum") or 1.0))
-        url = page["next_page_url"]
     return found
 
 
@@ -363,21 +371,24 @@ def push(course: Course, assignment: str, roster: Path, dry_run: bool = False,
     ags = lms.ags()
     try:
         members = lms.members() if lms.services.get("context_memberships_url") else None
-        lineitem = _find_lineitem(lms, ags, assignment)
+        lineitem = _find_lineitem(lms, assignment)
         if lineitem is None:
             echo(f"line item {assignment!r} ({maximum:g} points): {'would be created' if dry_run else 'created'}")
             current: dict[str, tuple[float, float]] = {}
             if not dry_run:
                 new = (LineItem().set_label(assignment).set_score_maximum(maximum).set_resource_id(assignment)
                        .set_tag(assignment))
-                lineitem = ags.find_or_create_lineitem(new, find_by="resource_id")
+                created = lms.connector.make_service_request(
+                    lms.services["scope"], lms.services["lineitems"], is_post=True, data=new.get_value(),
+                    content_type=LINEITEM_TYPE, accept=LINEITEM_TYPE)   # (as pylti1p3 creates one, unsearched)
+                lineitem = LineItem(created["body"])
         else:
             if float(lineitem.get_score_maximum() or 0) != maximum:
                 echo(f"line item {assignment!r}: {lineitem.get_score_maximum():g} -> {maximum:g} points"
                      f"{' (would be changed)' if dry_run else ''}")
                 if not dry_run:
                     lineitem = _update_maximum(lms, lineitem, maximum)
-            current = _results(lms, ags, lineitem)
+            current = _results(lms, lineitem)
     except (LtiException, OSError) as exc:
         if _is_network(exc):
             raise GradingError(f"the LMS could not be reached ({lms_reason(exc)}); nothing was sent") \

@@ -44,7 +44,8 @@ same id_token and state a second time and returns that second response.
 ``"results"``, ``"lineitems"``, ``"memberships"`` or ``"token"``) fails: ``"network"`` drops the
 connection unanswered, ``"401"`` refuses its token (``"token"``: refuses the client). ``requests``
 lists every (method, path) the platform answered, for counting. ``latency=`` (seconds) delays
-every token and service answer, as an LMS across the internet would.
+every token and service answer, as an LMS across the internet would; ``page_size=`` pages every
+container (line items, results, members) even when the tool asks no ``limit``, as Canvas does.
 """
 
 from __future__ import annotations
@@ -210,20 +211,13 @@ class _Ags(AssignmentsGradesService):
             raise LineItemNotFoundException(line_item_id)
         return item
 
-    @staticmethod
-    def _page(content: list, page: int, limit: int | None) -> dict:
-        if not limit:
-            return {"content": content, "has_next": False}
-        start = (max(page, 1) - 1) * limit
-        return {"content": content[start:start + limit], "has_next": start + limit < len(content)}
-
     def find_lineitems(self, page=1, limit=None, line_item_id=None, resource_link_id=None, resource_id=None,
                        tag=None):
         found = [_public(item) for item in self._items()
                  if (resource_link_id is None or item.get("resourceLinkId") == resource_link_id)
                  and (resource_id is None or item.get("resourceId") == resource_id)
                  and (tag is None or item.get("tag") == tag)]
-        return self._page(found, page, limit)
+        return _paged(found, page, limit or self.platform.page_size)
 
     def find_lineitem(self, line_item_id):
         return _public(self._item(line_item_id))
@@ -272,7 +266,7 @@ class _Ags(AssignmentsGradesService):
         item = self._item(line_item_id)
         found = [_public(r) for user, r in sorted(self.platform._results[item["id"]].items())
                  if user_id is None or user == user_id]
-        return self._page(found, page, limit)
+        return _paged(found, page, limit or self.platform.page_size)
 
 
 class _Nrps(NamesRoleProvisioningService):
@@ -287,10 +281,20 @@ class _Nrps(NamesRoleProvisioningService):
     def get_member_data_page(self, page=1, limit=None, role=None, since=None, **ignored):
         members = [dict(m) for m in self.platform._contexts[self.context_id]["members"].values()
                    if role is None or role in m["roles"]]
-        return _Ags._page(members, page, limit)
+        found = _paged(members, page, limit or self.platform.page_size)
+        self.has_next = found["has_next"]   # (the library links the next page only when a limit was asked)
+        return found
 
     def is_resource_link_valid(self, context_id, resource_link_id):
         return resource_link_id in self.platform._contexts[context_id]["links"]
+
+
+def _paged(content: list, page: int, limit: int | None) -> dict:
+    """One page of a container (the library's TPage); everything when there is no limit."""
+    if not limit:
+        return {"content": content, "has_next": False}
+    start = (max(page, 1) - 1) * limit
+    return {"content": content[start:start + limit], "has_next": start + limit < len(content)}
 
 
 def _public(record: dict) -> dict:
@@ -343,7 +347,7 @@ class Platform:
     """One LTI 1.3 platform with one tool registered (see the module's docstring)."""
 
     def __init__(self, client_id: str, deployment_id: str, tool_login_url: str, tool_redirect_url,
-                 tool_jwks, scopes=ALL_SCOPES, latency: float = 0.0) -> None:
+                 tool_jwks, scopes=ALL_SCOPES, latency: float = 0.0, page_size: int | None = None) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.platform = self
@@ -353,6 +357,7 @@ class Platform:
         self.tool_redirect_urls = [tool_redirect_url] if isinstance(tool_redirect_url, str) else list(tool_redirect_url)
         self.scopes = tuple(scopes)
         self.latency = latency   # seconds each token and service request waits, as across the internet
+        self.page_size = page_size   # containers paged even when the tool asks no limit (as Canvas does)
         self._key = _new_key()
         self._other = None
         registration = (Registration().set_iss(self.issuer).set_client_id(client_id)
@@ -700,6 +705,7 @@ class _Handler(BaseHTTPRequestHandler):
             if endpoint == "memberships":
                 service = _Nrps(request, platform, context_id)
                 response, media = service.handle_resp(service.handle_get_members), MEMBERS_TYPE
+                allowed = ("limit", "page", "role", "rlid", "since")
             else:
                 service = _Ags(request, platform, context_id)
                 handler, media, allowed = {
@@ -721,14 +727,17 @@ class _Handler(BaseHTTPRequestHandler):
                     raise Refused(400, "invalid_request", str(exc)) from None
         if not 200 <= response.code < 300:
             raise Refused(response.code, "invalid_request", response.message)
+        asked = {k: v for k, v in query.items() if k in allowed}   # (the library's handlers bump its page)
         result = response.result
         extra = {}
         if isinstance(result, dict) and "content" in result:   # a page of line items or results
             if result.get("has_next"):
-                extra["Link"] = f'<{_next_page(platform.base_url + path, request.get_data)}>; rel="next"'
+                extra["Link"] = f'<{_next_page(platform.base_url + path, asked)}>; rel="next"'
             result = result["content"]
-        elif isinstance(result, dict) and result.get("next"):     # a page of members
-            extra["Link"] = f'<{result.pop("next")}>; rel="next"'
+        elif isinstance(result, dict) and "members" in result:     # a page of members
+            result.pop("next", None)
+            if getattr(service, "has_next", False):
+                extra["Link"] = f'<{_next_page(platform.base_url + path, asked)}>; rel="next"'
         return self._json(response.code, result, media, extra)
 
 
