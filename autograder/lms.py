@@ -5,9 +5,12 @@
 
 The LMS is the roster's LTI platform (``autograder/lti.py``); the course's LMS course is its
 ``lti_context``. Grades go through LTI Advantage's Assignment and Grade Services, spoken by
-``pylti1p3`` (its ServiceConnector signs the tool's token request with the tool's key; its
-AssignmentsGradesService finds or creates the line item and posts each score); the class list
-comes from Names and Role Provisioning Services, the same way.
+``pylti1p3``: its ServiceConnector gets the access token (a client assertion signed with the
+tool's key) and carries every request, its LineItem and Grade are what is sent, its
+AssignmentsGradesService posts each score. The class list comes from Names and Role Provisioning
+Services through the same connector. Paged containers are followed by their Link headers as the
+LMS wrote them; a line item's new maximum is the one request pylti1p3 has no call for (a PUT
+with its token).
 
 What the LMS said in launches into the course, the launch side keeps in the course directory
 (``remember_launch``), and the push reads::
