@@ -19,6 +19,8 @@ token of this platform with the scope each operation needs, the media type of ev
                                        "roles": [LEARNER]})
         response = platform.launch(requests.Session(), user, "ctx-42", "link-1", target_link_uri)
         platform.line_items("ctx-42"); platform.scores(line_item_id)   # what the tool wrote
+        platform.results(line_item_id)               # the current result per LMS user id
+        platform.set_result(line_item_id, "u-ada", 3.0); platform.remove_member("ctx-42", "u-ada")  # the LMS's hand
         platform.fail_next("network")   # the next score POST: the connection dropped, no answer
 
 ``launch`` is the browser's whole flow: OIDC login initiation at the tool's login URL (``iss``,
