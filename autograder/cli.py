@@ -16,6 +16,8 @@
     hub update ROSTER [--dir D]                people added or removed while the hub runs
     hub stop  [--dir D] [--remove-users]       never deletes course data
     hub backup DIR [--dir D] | hub restore DIR [--dir D]
+    lms push ASSIGNMENT [--dry-run] [--roster R]   the scores of record to the LMS's line item (LTI AGS)
+    lms members [--roster R]                   the LMS's class list against the roster's (LTI NRPS)
 
 Global options (before the command): ``--course-dir DIR`` (default: grading/ at the repository
 root, outside git), ``--source DIR`` (default: solutions/), ``--course-id ID`` and ``--exchange DIR``
@@ -24,7 +26,7 @@ account's environment sets all four (AUTOGRADER_COURSE_DIR, ..._SOURCE, ..._COUR
 
 Every error is one line on stderr and exit status 2. ``import`` exits 1 when it refused an entry
 (the good ones are imported, each refused one is named), ``feedback`` when it had to withhold a
-page, ``leakscan`` when it finds a leak.
+page, ``leakscan`` when it finds a leak, ``lms push`` when the LMS refused a score or the network lost one.
 """
 
 from __future__ import annotations
@@ -147,6 +149,20 @@ def build_parser() -> argparse.ArgumentParser:
                                           "(what it replaces is moved aside, not deleted)")
     hub_restore.add_argument("source_dir", type=Path, metavar="DIR", help="a folder made by `hub backup`")
     hub_restore.add_argument("--dir", type=Path, default=None, help="the hub's folder (default: /srv/attention-hub)")
+
+    lms = commands.add_parser("lms", help="grades back to the LMS and its class list (LTI 1.3 Advantage)",
+                              description="The course's LMS, as the roster's lti block registers it and the "
+                              "course's lti_context names it.")
+    lms_commands = lms.add_subparsers(dest="lms_command", required=True, parser_class=_Parser)
+    lms_push = lms_commands.add_parser("push", help="publish the assignment's scores of record (the instructor's "
+                                       "batch) to its line item in the LMS; only what differs is sent")
+    lms_push.add_argument("assignment")
+    lms_push.add_argument("--dry-run", action="store_true", help="print what would change; send nothing")
+    lms_members = lms_commands.add_parser("members", help="who is in the LMS course but not in the roster, and "
+                                          "the other way round")
+    for sub in (lms_push, lms_members):
+        sub.add_argument("--roster", type=Path, default=None,
+                         help="the roster with the lti block (default: $AUTOGRADER_ROSTER)")
 
     box = commands.add_parser("sandbox", help="list what the grading sandbox can import of the course package")
     box.add_argument("assignment", nargs="?", help="an assignment in the source folder (default: none: the minimum)")
@@ -292,6 +308,13 @@ def run(args: argparse.Namespace) -> int:
 
         for line in export(course, args.csv, args.histogram):
             print(line)
+    elif args.command == "lms":
+        from . import lms
+
+        roster = lms.roster_path(args.roster)
+        if args.lms_command == "push":
+            return lms.push(course, args.assignment, roster, dry_run=args.dry_run)
+        return lms.members(course, roster)
     elif args.command == "sandbox":
         for line in sandbox_report(course, args.assignment, args.bwrap):
             print(line)
@@ -315,7 +338,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = " ".join(filter(None, (args.command, getattr(args, "hub_command", None))))
+    command = " ".join(filter(None, (args.command, getattr(args, "hub_command", None),
+                                     getattr(args, "lms_command", None))))
     try:
         return run(args)
     except GradingError as exc:
