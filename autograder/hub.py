@@ -74,7 +74,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from . import leakscan
+from . import leakscan, lti
 from .checks import FILE_NAME as CHECKS_FILE, PEOPLE_FILE, read_policies
 from .course import REPO_ROOT, Course, check_id, package_folder
 from .errors import GradingError
@@ -133,8 +133,8 @@ def read_roster(path: Path) -> dict[str, dict[str, list[str]]]:
                     raise GradingError(f"roster: {course}.{role}: {name!r} is not a valid Unix user name "
                                        "(lowercase letters, digits, '_' and '-', starting with a letter)")
             entry[role] = list(dict.fromkeys(names))
-        if not entry["instructors"]:
-            raise GradingError(f"roster: course {course!r} has no instructor")
+        if not entry["instructors"] and members.get("lti_context") is None:
+            raise GradingError(f"roster: course {course!r} has no instructor (nor an lti_context: the LMS's)")
         both = set(entry["instructors"]) & set(entry["students"])
         if both:
             raise GradingError(f"roster: {sorted(both)} are both instructors and students of {course!r}")
@@ -144,7 +144,7 @@ def read_roster(path: Path) -> dict[str, dict[str, list[str]]]:
 
 def _unix_name(name: str) -> bool:
     return bool(name) and len(name) <= 32 and name[0].isalpha() and name.islower() and \
-        all(ch.isalnum() or ch in "_-" for ch in name) and not name.startswith("grader-")
+        all(ch.isalnum() or ch in "_-" for ch in name) and not name.startswith(("grader-", "lti-"))
 
 
 def read_options(path: Path) -> dict:
@@ -653,8 +653,9 @@ def mount_homes(roster: dict, hub_dir: Path, cap: user_limits.Limits) -> None:
 
 def _etc(hub_dir: Path) -> None:
     """The Jupyter configuration of the students' servers and the graders' services."""
-    for role in ("student", "grader"):
-        for name in ("nbgrader_config.py", "jupyter_server_config.py"):
+    for role, names in (("student", ("nbgrader_config.py", "jupyter_server_config.py", "landing.py")),
+                        ("grader", ("nbgrader_config.py", "jupyter_server_config.py"))):
+        for name in names:
             _write(hub_dir / "etc" / role / name, (HERE / role / name).read_text())
     # JupyterLab: the students see the student side of nbgrader only, the graders the instructor
     # side only; nobody gets JupyterLab's news pop-up (it would reach out to the internet).
@@ -695,10 +696,19 @@ def _course_settings(folder: Path, grader: pwd.struct_passwd, course: str, membe
     due dates (``due.json``), the checks on submit allowed (``checks.json``), who is on the roster
     (``people.json``: the check service answers only them). The grader account's, no one else's."""
     files = {"due.json": options["due"].get(course, {}), CHECKS_FILE: options["checks"].get(course, {}),
-             PEOPLE_FILE: {"instructors": members["instructors"], "students": members["students"]}}
+             PEOPLE_FILE: _with_lti_people(folder, course, members)}
     for name, content in files.items():
         _write(folder / name, json.dumps(content, indent=1), 0o600)
         os.chown(folder / name, grader.pw_uid, grader.pw_gid)
+
+
+def _with_lti_people(folder: Path, course: str, members: dict) -> dict:
+    """The roster's people of the course and those its LTI launches admitted (``lti/members.json``)."""
+    try:
+        lms = json.loads((folder.parents[1] / "lti" / "members.json").read_text()).get(course, {})
+    except (OSError, ValueError):
+        lms = {}
+    return {role: sorted({*members[role], *lms.get(role, [])}) for role in ("instructors", "students")}
 
 
 def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, ip: str = "127.0.0.1",
@@ -735,6 +745,12 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
                            f"who reach the course's environment in that checkout: `chmod o-rwx {' '.join(exposed)}`")
     roster = read_roster(roster_path)
     options = read_options(roster_path)
+    registration = lti.read_registration(_roster_data(roster_path), roster_path)
+    if registration is not None:
+        registration.private_key_pem()   # made now if absent (mode 600), refused if others may read it
+        unknown = sorted(set(registration.contexts.values()) - set(roster))
+        if unknown:
+            raise GradingError(f"roster: lti_context of unknown course(s) {unknown}")
     hub_dir = Path(hub_dir).resolve()
     state_path = hub_dir / "state.json"
     if (hub_dir / "jupyterhub.pid").exists() and _alive(_read_pid(hub_dir / "jupyterhub.pid")):
@@ -792,6 +808,8 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         # if it lies where every server has a private folder (a checkout under /tmp): enter.py
         # binds it back in, read-only
         "keep_in_private": [str(prefix)] if _private_per_server(prefix) else [],
+        # the LMS's registration (lti.py): the hub signs people in by LTI 1.3 launches (lti_auth.py)
+        **({"lti": registration.as_state()} if registration else {}),
     }
     for key in ("created_users", "created_groups"):
         state[key] = _load(state_path).get(key, [])
@@ -928,8 +946,9 @@ def sync_people(state: dict) -> list[str]:
     """Make the running hub's users and groups those of ``state`` (the roster): add the new
     people, remove those no longer on it (their servers stop; their files stay). Returns what changed."""
     done = []
-    wanted = {name for course in state["courses"].values() for role in ("instructors", "students")
-              for name in course[role]}
+    from_lms = _lti_members(state)
+    wanted = {name for course in [*state["courses"].values(), *from_lms.values()] for role in ("instructors", "students")
+              for name in course.get(role, [])}
     present = {user["name"] for user in hub_api(state, "GET", "/users?limit=10000") or []}
     if wanted - present:
         hub_api(state, "POST", "/users", {"usernames": sorted(wanted - present)})
@@ -939,7 +958,9 @@ def sync_people(state: dict) -> list[str]:
         done.append(f"removed {name} (their server stopped; their files are kept)")
     groups = {group["name"]: set(group["users"]) for group in hub_api(state, "GET", "/groups?limit=10000") or []}
     for course, spec in state["courses"].items():
-        for group, members in ((f"nbgrader-{course}", spec["students"]), (f"formgrade-{course}", spec["instructors"])):
+        lms = from_lms.get(course, {})
+        for group, members in ((f"nbgrader-{course}", [*spec["students"], *lms.get("students", [])]),
+                               (f"formgrade-{course}", [*spec["instructors"], *lms.get("instructors", [])])):
             current = groups.get(group)
             if current is None:
                 hub_api(state, "POST", f"/groups/{group}", {"users": sorted(members)})
@@ -949,6 +970,26 @@ def sync_people(state: dict) -> list[str]:
             if current - set(members):
                 hub_api(state, "DELETE", f"/groups/{group}/users", {"users": sorted(current - set(members))})
     return done
+
+
+def _lti_members(state: dict) -> dict:
+    """The people LTI launches admitted, by course and role (``jupyterhub/lti_auth.py`` keeps them in
+    ``lti/members.json``); the hub keeps them as it keeps the roster's people."""
+    try:
+        return json.loads((Path(state["hub_dir"]) / "lti" / "members.json").read_text()) if state.get("lti") else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def lti_setup(state: dict) -> list[str]:
+    """The values to paste into the LMS when the tool is registered there (the instructor's guide
+    says where)."""
+    base = state["url"]
+    return [f"tool login initiation URL (OpenID Connect initiation URL): {base}/hub/lti13/oauth_login",
+            f"redirect URI:                                           {base}/hub/lti13/oauth_callback",
+            f"public keyset (JWKS) URL:                               {base}/hub/lti13/jwks",
+            f"target link URI:                                        {base}/hub/lti13/oauth_login",
+            "a link to one assignment: custom parameter assignment=<assignment id>"]
 
 
 def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = False) -> list[str]:
