@@ -532,14 +532,21 @@ def scan_as_students(roster: dict, hub_dir: Path, environment: Path, library_pat
     scanned = set()
     for course, members in sorted(roster.items()):
         student = next(iter(members["students"]), None)
-        if student is None or not _user_exists(student) or student in scanned:
+        if student is None:
+            # A course whose students all come from the LMS (lti_context) has none yet: scanned as
+            # one would be, an account of no one's ("nobody") in the course's group.
+            student = "nobody"
+            groups = [pwd.getpwnam(student).pw_gid, grp.getgrnam(unix_group(course)).gr_gid]
+        elif not _user_exists(student) or student in scanned:
             continue
+        else:
+            groups = os.getgrouplist(student, pwd.getpwnam(student).pw_gid)
         scanned.add(student)
         account = pwd.getpwnam(student)
         done = subprocess.run(
             [str(environment / "bin" / "python"), "-m", "autograder.leakscan"], input=request, capture_output=True,
             text=True, cwd="/", user=account.pw_uid, group=account.pw_gid,
-            extra_groups=os.getgrouplist(student, account.pw_gid), timeout=600,
+            extra_groups=groups, timeout=600,
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(hub_dir / "lib"), "HOME": "/",
                  **({"LD_LIBRARY_PATH": library_path} if library_path else {})})
         if done.returncode != 0:

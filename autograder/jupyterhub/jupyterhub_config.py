@@ -124,9 +124,10 @@ services = [{"name": "course-admin", "api_token": Path(state["admin_token_file"]
 for course, spec in courses.items():
     students = f"nbgrader-{course}"
     from_lms = lti_members.get(course, {})
-    c.JupyterHub.load_groups[students] = {"users": sorted({*spec["students"], *from_lms.get("students", [])})}
-    c.JupyterHub.load_groups[f"formgrade-{course}"] = {"users": sorted({*spec["instructors"],
-                                                                        *from_lms.get("instructors", [])})}
+    c.JupyterHub.load_groups[students] = {"users": list(dict.fromkeys([*spec["students"],
+                                                                      *from_lms.get("students", [])]))}
+    c.JupyterHub.load_groups[f"formgrade-{course}"] = {"users": list(dict.fromkeys([*spec["instructors"],
+                                                                                   *from_lms.get("instructors", [])]))}
     checker = f"checks-{course}"
     roles.append({"name": f"students-{course}", "groups": [students],
                   "scopes": [f"access:services!service={checker}"]})
@@ -161,6 +162,9 @@ for course, spec in courses.items():
             "AUTOGRADER_EXCHANGE": state["exchange"],
         },
         "oauth_client_allowed_scopes": [f"access:services!service={course}"],
+        # The hub's own service asking only who she is: an instructor launched from the LMS lands in
+        # the formgrader, not on an "Authorize access" page first.
+        "oauth_no_confirm": True,
     })
     # Check on submit (checks.py): the course's queue of checks, run as its grader account, each
     # student's page hers alone (check_service.py); the course's students and instructors may open it.
