@@ -632,7 +632,9 @@ def _setup_people(roster: dict, hub_dir: Path, state_path: Path, create: bool) -
         except KeyError:
             _run(["groupadd", "--system", group])
             _remember(state_path, hub_dir, created_groups=[group])
-        wanted = set(members["instructors"]) | set(members["students"])
+        lms = _lti_members({"hub_dir": str(hub_dir), "lti": True}).get(course, {})   # launched from the LMS: kept
+        wanted = set(members["instructors"]) | set(members["students"]) | \
+            set(lms.get("instructors", [])) | set(lms.get("students", []))
         for name in sorted(wanted - set(grp.getgrnam(group).gr_mem)):
             _run(["usermod", "--append", "--groups", group, name])
         for name in sorted(set(grp.getgrnam(group).gr_mem) - wanted):
@@ -1018,6 +1020,15 @@ def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = 
     _setup_people(kept, hub_dir, hub_dir / "state.json", create_users)
     mount_homes(kept, hub_dir, options["limits"])
     state = {**_load(hub_dir / "state.json"), "limits": options["limits"].as_dict()}
+    registration = lti.read_registration(_roster_data(roster_path), roster_path)
+    if bool(registration) != bool(state.get("lti")) or (registration and (
+            (registration.issuer, list(registration.client_ids), registration.authorize_url, registration.jwks_url)
+            != (state["lti"]["issuer"], state["lti"]["client_ids"], state["lti"]["authorize_url"],
+                state["lti"]["jwks_url"]))):
+        raise GradingError("the roster's lti block changed its platform (issuer, client_id, authorize_url, jwks_url) "
+                           "or was added or removed: that needs `hub stop` and `hub start`")
+    if registration:
+        state["lti"] = registration.as_state()   # deployments and lti_context: applied at once
     for course in state["courses"]:
         members = roster.get(course, {"instructors": [], "students": []})
         state["courses"][course].update(instructors=members["instructors"], students=members["students"])

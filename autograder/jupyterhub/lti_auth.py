@@ -35,7 +35,7 @@ from jupyterhub import orm
 from jupyterhub.handlers import BaseHandler
 from ltiauthenticator.lti13.auth import LTI13Authenticator
 from ltiauthenticator.lti13.error import InvalidAudienceError, ValidationError
-from ltiauthenticator.lti13.handlers import LTI13CallbackHandler
+from ltiauthenticator.lti13.handlers import LTI13CallbackHandler, LTI13LoginInitHandler
 from tornado import web
 from traitlets import Unicode
 
@@ -108,6 +108,19 @@ def provision(state: dict, admitted: dict) -> None:
             os.chown(people_file, grader.pw_uid, grader.pw_gid)
 
 
+class LoginInitHandler(LTI13LoginInitHandler):
+    """ltiauthenticator's login initiation; opened without the LMS's parameters (someone who typed
+    the hub's address, or the login page's button), a page saying where to sign in."""
+
+    def post(self):
+        if not self.get_argument("iss", "") and not self.get_argument("login_hint", ""):
+            raise web.HTTPError(400, "This hub signs you in through your LMS: open the course (or the assignment) "
+                                     "from the LMS's course page")
+        return super().post()
+
+    get = post
+
+
 class LaunchCallbackHandler(LTI13CallbackHandler):
     """ltiauthenticator's callback, its refusals on a page that says why, and the landing the link names."""
 
@@ -155,17 +168,16 @@ class JWKSHandler(BaseHandler):
 
 class CourseLTIAuthenticator(LTI13Authenticator):
     login_service = "your LMS"
+    login_handler = LoginInitHandler
     callback_handler = LaunchCallbackHandler
     state_path = Unicode("", help="the hub's state.json: its LTI registration and courses").tag(config=True)
 
-    _registration: lti.Registration | None = None
     _seen_nonces: dict | None = None
 
     @property
     def registration(self) -> lti.Registration:
-        if self._registration is None:
-            self._registration = lti.Registration.from_state(self._state()["lti"])
-        return self._registration
+        """Read at each launch: ``hub update`` changes the deployments and courses (lti_context) at once."""
+        return lti.Registration.from_state(self._state()["lti"])
 
     def _state(self) -> dict:
         return json.loads(Path(self.state_path).read_text())

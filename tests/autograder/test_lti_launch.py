@@ -14,6 +14,7 @@ characters) are each refused with a page that says why, and make no account. The
 
 from __future__ import annotations
 
+import grp
 import html
 import json
 import os
@@ -228,6 +229,8 @@ def test_hub_start_prints_what_to_paste_into_the_lms(lti_hub):
     # no password login on an LTI hub
     form = requests.get(f"{lti_hub['url']}/hub/login", timeout=30)
     assert 'name="password"' not in form.text
+    direct = requests.get(f"{lti_hub['url']}/hub/lti13/oauth_login", timeout=30)
+    assert direct.status_code == 400 and "signs you in through your LMS" in html.unescape(direct.text)
 
 
 @needs_root
@@ -392,5 +395,30 @@ def test_hub_update_keeps_the_people_the_lms_launched(lti_hub, tmp_path):
     assert done.returncode == 0, done.stderr
     assert name_of(hub, "bo") in hub_users(hub)
     assert groups_of(hub, name_of(hub, "bo")) == {f"nbgrader-{hub['course']}"}
+    assert name_of(hub, "bo") in grp.getgrnam(course_hub.unix_group(hub["course"])).gr_mem   # the exchange's
     people = json.loads((hub["dir"] / "courses" / hub["course"] / "people.json").read_text())
     assert name_of(hub, "bo") in people["students"] and name_of(hub, "ada") in people["instructors"]
+
+
+@needs_root
+def test_a_deployment_added_by_hub_update_is_admitted_at_once(lti_hub):
+    hub = lti_hub
+    person = {"sub": f"dee-{hub['tag']}", "name": "Dee", "email": "d@example.edu", "roles": [LEARNER]}
+    second = f"dep-2-{hub['tag']}"
+    _, answer = launch(hub, person, tamper={"deployment_id": second})
+    assert answer.status_code == 403 and not exists(lti.local_name(hub["platform"].issuer, person["sub"]))
+    roster_file = hub["folder"] / "instructor" / "roster.json"
+    roster = json.loads(roster_file.read_text())
+    roster["lti"]["deployment_ids"].append(second)
+    roster_file.write_text(json.dumps(roster))
+    done = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(roster_file), "--dir",
+                           str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    _, answer = launch(hub, person, tamper={"deployment_id": second})
+    assert answer.status_code == 200 and exists(lti.local_name(hub["platform"].issuer, person["sub"]))
+    # a changed platform is refused by update (it needs a restart), in one line
+    roster["lti"]["issuer"] = "https://lms.example.edu"
+    roster_file.write_text(json.dumps(roster))
+    done = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(roster_file), "--dir",
+                           str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "hub stop" in done.stderr and len(done.stderr.strip().splitlines()) == 1
