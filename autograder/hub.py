@@ -54,6 +54,8 @@ deletes a file: course directories, submissions and homes stay in ``--dir``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import grp
 import hashlib
 import json
@@ -68,6 +70,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -234,10 +237,14 @@ def _run(command: list[str]) -> None:
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write ``path`` whole or not at all: a reader (the hub reading state.json while a launch from
+    the LMS records an account in it) sees the old file or the new one, never a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode), "w") as handle:
+    staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(4)}")
+    with open(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode), "w") as handle:
         handle.write(text)
-    os.chmod(path, mode)
+        os.fchmod(handle.fileno(), mode)
+    os.replace(staging, path)
 
 
 def _chown_tree(folder: Path, user: str) -> None:
@@ -878,10 +885,21 @@ def _hub_cgroup_name(hub_dir: Path) -> str:
 def _remember(state_path: Path, hub_dir: Path, **made: list[str]) -> None:
     """Record users and groups the moment they are made, so that `hub stop --remove-users` finds
     them even when a later step of `start` fails."""
-    state = {"hub_dir": str(hub_dir), "courses": {}, **_load(state_path)}
-    for key, names in made.items():
-        state[key] = sorted(set(state.get(key, [])) | set(names))
-    _write(state_path, json.dumps(state, indent=1), 0o600)
+    with _state_lock(hub_dir):
+        state = {"hub_dir": str(hub_dir), "courses": {}, **_load(state_path)}
+        for key, names in made.items():
+            state[key] = sorted(set(state.get(key, [])) | set(names))
+        _write(state_path, json.dumps(state, indent=1), 0o600)
+
+
+@contextlib.contextmanager
+def _state_lock(hub_dir: Path):
+    """One writer of state.json at a time: ``hub update`` and the launches from the LMS (which
+    record the accounts they make) read, change and write it."""
+    Path(hub_dir).mkdir(parents=True, exist_ok=True)
+    with open(os.open(Path(hub_dir) / "state.lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _answers(url: str, ssl_cert: Path | None = None) -> bool:
@@ -1019,6 +1037,12 @@ def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = 
     kept = {c: roster.get(c, {"instructors": [], "students": []}) for c in state["courses"]}
     _setup_people(kept, hub_dir, hub_dir / "state.json", create_users)
     mount_homes(kept, hub_dir, options["limits"])
+    with _state_lock(hub_dir):
+        state = _update_state(roster_path, hub_dir, roster, options)
+    return sync_people(state) or ["no change of people"]
+
+
+def _update_state(roster_path: Path, hub_dir: Path, roster: dict, options: dict) -> dict:
     state = {**_load(hub_dir / "state.json"), "limits": options["limits"].as_dict()}
     registration = lti.read_registration(_roster_data(roster_path), roster_path)
     if bool(registration) != bool(state.get("lti")) or (registration and (
@@ -1035,7 +1059,7 @@ def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = 
         _course_settings(Path(state["courses"][course]["dir"]), pwd.getpwnam(state["courses"][course]["grader"]),
                          course, members, options)
     _write(hub_dir / "state.json", json.dumps(state, indent=1), 0o600)
-    return sync_people(state) or ["no change of people"]
+    return state
 
 
 # --- stop ------------------------------------------------------------------------------------------

@@ -300,8 +300,6 @@ def main(argv: list[str] | None = None) -> int:
     roster = {"courses": {f"load{tag}": {"instructors": [f"ld{tag}teacher"], "students": names}}, "idle_timeout": 0}
     lms, platform = None, None
     if args.lti:
-        from autograder import lti
-
         platform = _lti_platform().Platform(
             client_id=f"tool-{tag}", deployment_id=f"dep-{tag}", tool_login_url=f"{url}/hub/lti13/oauth_login",
             tool_redirect_url=f"{url}/hub/lti13/oauth_callback", tool_jwks=f"{url}/hub/lti13/jwks").start()
@@ -309,8 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         platform.add_context(context, "hub load")
         people = {f"s{i:02d}-{tag}": {"sub": f"s{i:02d}-{tag}", "name": f"Student {i}", "email": f"s{i}@example.edu",
                                       "roles": [_lti_platform().LEARNER]} for i in range(args.students + 1)}
-        names = [lti.local_name(platform.issuer, sub) for sub in people]
-        lms = (platform, {lti.local_name(platform.issuer, sub): person for sub, person in people.items()}, context)
+        names = _lti_names(platform.issuer, list(people))
+        lms = (platform, dict(zip(names, people.values())), context)
         alone, crowd = names[0], names[1:]
         roster = {"lti": {"issuer": platform.issuer, "client_id": platform.client_id,
                           "deployment_ids": [platform.deployment_id], "authorize_url": platform.authorize_url,
@@ -401,6 +399,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
         if platform is not None:
             platform.stop()
+
+
+def _lti_names(issuer: str, subs: list[str]) -> list[str]:
+    """The hub's names for these LMS users (``autograder.lti.local_name``, asked of the checkout's
+    autograder as the hub's commands are: ``python -m`` from the checkout)."""
+    code = ("import json, sys\nfrom autograder.lti import local_name\n"
+            "print(json.dumps([local_name(sys.argv[1], sub) for sub in sys.argv[2:]]))")
+    done = subprocess.run([sys.executable, "-c", code, issuer, *subs], cwd=REPO, capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout)
 
 
 def _lti_platform():
