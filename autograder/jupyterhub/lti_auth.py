@@ -31,11 +31,13 @@ import threading
 import time
 from pathlib import Path
 
+import jwt
 from jupyterhub import orm
 from jupyterhub.handlers import BaseHandler
 from ltiauthenticator.lti13.auth import LTI13Authenticator
-from ltiauthenticator.lti13.error import InvalidAudienceError, ValidationError
+from ltiauthenticator.lti13.error import InvalidAudienceError, TokenError, ValidationError
 from ltiauthenticator.lti13.handlers import LTI13CallbackHandler, LTI13LoginInitHandler
+from ltiauthenticator.lti13.validator import LTI13LaunchValidator
 from tornado import web
 from traitlets import Unicode
 
@@ -108,6 +110,33 @@ def provision(state: dict, admitted: dict) -> None:
             os.chown(people_file, grader.pw_uid, grader.pw_gid)
 
 
+_jwks_clients: dict[str, jwt.PyJWKClient] = {}
+
+
+def jwks_client(url: str) -> jwt.PyJWKClient:
+    """The LMS's public keys, kept for five minutes (a token whose key id is not among them fetches
+    them again: the LMS rotated its keys). ltiauthenticator fetches them afresh for every launch,
+    in the hub's event loop: with a class launching at once, each launch waited for all before it."""
+    if url not in _jwks_clients:
+        _jwks_clients[url] = jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=10)
+    return _jwks_clients[url]
+
+
+class KeptKeysValidator(LTI13LaunchValidator):
+    """ltiauthenticator's validator, the signature checked with the kept keys (``jwks_client``);
+    the rest of its checks as they are."""
+
+    def verify_and_decode_jwt(self, encoded_jwt, issuer, audience, jwks_endpoint, jwks_algorithms, **kwargs):
+        try:
+            key = jwks_client(jwks_endpoint).get_signing_key_from_jwt(encoded_jwt).key
+            return jwt.decode(encoded_jwt, key, algorithms=jwks_algorithms, audience=audience, issuer=issuer,
+                              leeway=self.time_leeway)
+        except jwt.InvalidAudienceError as exc:
+            raise InvalidAudienceError(str(exc)) from None
+        except jwt.PyJWTError as exc:
+            raise TokenError(str(exc)) from None
+
+
 class LoginInitHandler(LTI13LoginInitHandler):
     """ltiauthenticator's login initiation; opened without the LMS's parameters (someone who typed
     the hub's address, or the login page's button), a page saying where to sign in."""
@@ -125,6 +154,13 @@ class LaunchCallbackHandler(LTI13CallbackHandler):
     """ltiauthenticator's callback, its refusals on a page that says why, and the landing the link names."""
 
     async def post(self):
+        encoded = self.get_argument("id_token", "")
+        if encoded:   # the LMS's keys fetched off the event loop, if not kept already
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, jwks_client(self.authenticator.jwks_endpoint).get_signing_key_from_jwt, encoded)
+            except jwt.PyJWTError:
+                pass   # said again, as the launch's reason, by the check below
         try:
             id_token = self.decode_and_validate_launch_request()
         except InvalidAudienceError as exc:
@@ -139,6 +175,22 @@ class LaunchCallbackHandler(LTI13CallbackHandler):
         admitted = self._lti_admitted
         self._set_course_groups(user, admitted["course"], admitted["role"])
         self.redirect(lti.landing(admitted, self.base_url))
+
+    def decode_and_validate_launch_request(self):
+        """ltiauthenticator's checks in its order (``LTI13CallbackHandler``), with ``KeptKeysValidator``."""
+        from ltiauthenticator.utils import convert_request_to_dict
+
+        validator = KeptKeysValidator(parent=self.app)
+        args = convert_request_to_dict(self.request.arguments)
+        validator.validate_auth_response(args)
+        self.check_state()
+        id_token = validator.verify_and_decode_jwt(
+            encoded_jwt=args.get("id_token"), issuer=self.authenticator.issuer, audience=self.authenticator.client_id,
+            jwks_endpoint=self.authenticator.jwks_endpoint, jwks_algorithms=self.authenticator.jwks_algorithms)
+        validator.validate_id_token(id_token)
+        validator.validate_azp_claim(id_token, self.authenticator.client_id)
+        self.check_nonce(id_token)
+        return id_token
 
     def _set_course_groups(self, user, course: str, role: str) -> None:
         wanted, other = ((f"formgrade-{course}", f"nbgrader-{course}") if role == "instructor"
