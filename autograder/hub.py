@@ -611,8 +611,9 @@ def _course_dir_setup(course: str, folder: Path, grader: str, source: Path, exch
         os.chmod(path, mode)
 
 
-def _make_user(name: str, hub_dir: Path, create: bool) -> bool:
-    """Make the Unix user ``name`` if missing (when ``create``); True if it was made."""
+def _make_user(name: str, hub_dir: Path, create: bool, groups: tuple[str, ...] = ()) -> bool:
+    """Make the Unix user ``name`` if missing (when ``create``), a member of ``groups`` too; True if
+    it was made."""
     if _user_exists(name):
         return False
     if name.startswith("grader-"):
@@ -623,7 +624,7 @@ def _make_user(name: str, hub_dir: Path, create: bool) -> bool:
         raise GradingError(f"no Unix user {name!r}: create it, or pass --create-users")
     # The home is the user's hub home: a filesystem of its own, mounted when the user's server starts.
     _run(["useradd", "--no-create-home", "--home-dir", str(hub_dir / "homes" / name), "--shell", "/bin/bash",
-          "--user-group", name])
+          "--user-group", *(["--groups", ",".join(groups)] if groups else []), name])
     return True
 
 

@@ -69,10 +69,10 @@ def provision(state: dict, admitted: dict) -> None:
     folder.mkdir(mode=0o700, exist_ok=True)
     with _provision_lock, open(os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if course_hub._make_user(name, hub_dir, create=True):
-            course_hub._remember(hub_dir / "state.json", hub_dir, created_users=[name])
         group = course_hub.unix_group(course)
-        if name not in grp.getgrnam(group).gr_mem:
+        if course_hub._make_user(name, hub_dir, create=True, groups=(group,)):
+            course_hub._remember(hub_dir / "state.json", hub_dir, created_users=[name])
+        elif name not in grp.getgrnam(group).gr_mem:
             course_hub._run(["usermod", "--append", "--groups", group, name])
         members = lti_members(hub_dir)
         entry = members.setdefault(course, {"instructors": [], "students": []})
