@@ -422,3 +422,32 @@ def test_a_deployment_added_by_hub_update_is_admitted_at_once(lti_hub):
     done = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(roster_file), "--dir",
                            str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "hub stop" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_hub_configuration_signs_in_through_the_lms_with_its_people(tmp_path, monkeypatch):
+    """jupyterhub_config.py with an LTI registration in the state: the LTI authenticator, set from
+    the registration, and the people earlier launches admitted in the courses' groups."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from test_hub_roster import hub_config
+
+    pam = hub_config(tmp_path, {"nlp101": {"instructors": ["ada"], "students": ["bo"]}})
+    assert pam.JupyterHub.authenticator_class.endswith("ThrottledPAMAuthenticator")
+    registration = lti.Registration("https://lms", ("tool-1", "tool-2"), ("d1",), "https://lms/auth",
+                                    "https://lms/jwks", "https://lms/token", tmp_path / "k.pem", {"ctx": "nlp101"})
+    state = json.loads((tmp_path / "state.json").read_text())
+    (tmp_path / "state.json").write_text(json.dumps({**state, "lti": registration.as_state()}))
+    (tmp_path / "lti").mkdir()
+    (tmp_path / "lti" / "members.json").write_text(json.dumps(
+        {"nlp101": {"instructors": ["lti-aaaa"], "students": ["lti-bbbb"]}}))
+    monkeypatch.setenv("ATTENTION_HUB_STATE", str(tmp_path / "state.json"))
+    config = PyFileConfigLoader("jupyterhub_config.py", path=str(course_hub.HERE)).load_config()
+    assert config.JupyterHub.authenticator_class == "autograder.jupyterhub.lti_auth.CourseLTIAuthenticator"
+    assert config.LTI13Authenticator.issuer == "https://lms" and config.LTI13Authenticator.client_id == {"tool-1",
+                                                                                                         "tool-2"}
+    assert config.LTI13Authenticator.authorize_url == "https://lms/auth"
+    assert config.LTI13Authenticator.jwks_endpoint == "https://lms/jwks"
+    assert config.Authenticator.allowed_users == {"ada", "bo", "lti-aaaa", "lti-bbbb"}
+    assert config.JupyterHub.load_groups["formgrade-nlp101"] == {"users": ["ada", "lti-aaaa"]}
+    assert config.JupyterHub.load_groups["nbgrader-nlp101"] == {"users": ["bo", "lti-bbbb"]}
+    assert lti.Registration.from_state(registration.as_state()) == registration
