@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from autograder import hub as course_hub
 from autograder import lti
 
-from hub_client import HubError, HubUser, Service   # noqa: E402
+from hub_client import HubUser, Service   # noqa: E402
 from lti_platform import INSTRUCTOR, LEARNER, TEACHING_ASSISTANT, Platform   # noqa: E402
 from test_hub import ASSIGNMENT, REPO, free_port, leftovers, searchable_checkout   # noqa: E402,F401
 
