@@ -192,6 +192,9 @@ def run_hub(args: argparse.Namespace) -> int:
                           **({"source": args.hub_source} if args.hub_source else {}))
         print(f"the course hub is up at {state['url']}/ (courses: {', '.join(state['courses'])}; "
               f"logs in {folder}/logs)")
+        if state.get("lti"):
+            print("people sign in from the LMS (LTI 1.3); register the tool there with:")
+            print("\n".join(f"  {line}" for line in hub.lti_setup(state)))
         return 0
     if args.hub_command == "update":
         lines = hub.update(args.roster, folder, create_users=args.create_users)

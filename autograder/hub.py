@@ -54,6 +54,8 @@ deletes a file: course directories, submissions and homes stay in ``--dir``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import grp
 import hashlib
 import json
@@ -68,13 +70,14 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
 
-from . import leakscan
+from . import leakscan, lti
 from .checks import FILE_NAME as CHECKS_FILE, PEOPLE_FILE, read_policies
 from .course import REPO_ROOT, Course, check_id, package_folder
 from .errors import GradingError
@@ -133,8 +136,8 @@ def read_roster(path: Path) -> dict[str, dict[str, list[str]]]:
                     raise GradingError(f"roster: {course}.{role}: {name!r} is not a valid Unix user name "
                                        "(lowercase letters, digits, '_' and '-', starting with a letter)")
             entry[role] = list(dict.fromkeys(names))
-        if not entry["instructors"]:
-            raise GradingError(f"roster: course {course!r} has no instructor")
+        if not entry["instructors"] and members.get("lti_context") is None:
+            raise GradingError(f"roster: course {course!r} has no instructor (nor an lti_context: the LMS's)")
         both = set(entry["instructors"]) & set(entry["students"])
         if both:
             raise GradingError(f"roster: {sorted(both)} are both instructors and students of {course!r}")
@@ -144,7 +147,7 @@ def read_roster(path: Path) -> dict[str, dict[str, list[str]]]:
 
 def _unix_name(name: str) -> bool:
     return bool(name) and len(name) <= 32 and name[0].isalpha() and name.islower() and \
-        all(ch.isalnum() or ch in "_-" for ch in name) and not name.startswith("grader-")
+        all(ch.isalnum() or ch in "_-" for ch in name) and not name.startswith(("grader-", "lti-"))
 
 
 def read_options(path: Path) -> dict:
@@ -234,10 +237,14 @@ def _run(command: list[str]) -> None:
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write ``path`` whole or not at all: a reader (the hub reading state.json while a launch from
+    the LMS records an account in it) sees the old file or the new one, never a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode), "w") as handle:
+    staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(4)}")
+    with open(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode), "w") as handle:
         handle.write(text)
-    os.chmod(path, mode)
+        os.fchmod(handle.fileno(), mode)
+    os.replace(staging, path)
 
 
 def _chown_tree(folder: Path, user: str) -> None:
@@ -532,14 +539,21 @@ def scan_as_students(roster: dict, hub_dir: Path, environment: Path, library_pat
     scanned = set()
     for course, members in sorted(roster.items()):
         student = next(iter(members["students"]), None)
-        if student is None or not _user_exists(student) or student in scanned:
+        if student is None:
+            # A course whose students all come from the LMS (lti_context) has none yet: scanned as
+            # one would be, an account of no one's ("nobody") in the course's group.
+            student = "nobody"
+            groups = [pwd.getpwnam(student).pw_gid, grp.getgrnam(unix_group(course)).gr_gid]
+        elif not _user_exists(student) or student in scanned:
             continue
+        else:
+            groups = os.getgrouplist(student, pwd.getpwnam(student).pw_gid)
         scanned.add(student)
         account = pwd.getpwnam(student)
         done = subprocess.run(
             [str(environment / "bin" / "python"), "-m", "autograder.leakscan"], input=request, capture_output=True,
             text=True, cwd="/", user=account.pw_uid, group=account.pw_gid,
-            extra_groups=os.getgrouplist(student, account.pw_gid), timeout=600,
+            extra_groups=groups, timeout=600,
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(hub_dir / "lib"), "HOME": "/",
                  **({"LD_LIBRARY_PATH": library_path} if library_path else {})})
         if done.returncode != 0:
@@ -597,8 +611,9 @@ def _course_dir_setup(course: str, folder: Path, grader: str, source: Path, exch
         os.chmod(path, mode)
 
 
-def _make_user(name: str, hub_dir: Path, create: bool) -> bool:
-    """Make the Unix user ``name`` if missing (when ``create``); True if it was made."""
+def _make_user(name: str, hub_dir: Path, create: bool, groups: tuple[str, ...] = ()) -> bool:
+    """Make the Unix user ``name`` if missing (when ``create``), a member of ``groups`` too; True if
+    it was made."""
     if _user_exists(name):
         return False
     if name.startswith("grader-"):
@@ -609,7 +624,7 @@ def _make_user(name: str, hub_dir: Path, create: bool) -> bool:
         raise GradingError(f"no Unix user {name!r}: create it, or pass --create-users")
     # The home is the user's hub home: a filesystem of its own, mounted when the user's server starts.
     _run(["useradd", "--no-create-home", "--home-dir", str(hub_dir / "homes" / name), "--shell", "/bin/bash",
-          "--user-group", name])
+          "--user-group", *(["--groups", ",".join(groups)] if groups else []), name])
     return True
 
 
@@ -625,7 +640,9 @@ def _setup_people(roster: dict, hub_dir: Path, state_path: Path, create: bool) -
         except KeyError:
             _run(["groupadd", "--system", group])
             _remember(state_path, hub_dir, created_groups=[group])
-        wanted = set(members["instructors"]) | set(members["students"])
+        lms = _lti_members({"hub_dir": str(hub_dir), "lti": True}).get(course, {})   # launched from the LMS: kept
+        wanted = set(members["instructors"]) | set(members["students"]) | \
+            set(lms.get("instructors", [])) | set(lms.get("students", []))
         for name in sorted(wanted - set(grp.getgrnam(group).gr_mem)):
             _run(["usermod", "--append", "--groups", group, name])
         for name in sorted(set(grp.getgrnam(group).gr_mem) - wanted):
@@ -653,8 +670,9 @@ def mount_homes(roster: dict, hub_dir: Path, cap: user_limits.Limits) -> None:
 
 def _etc(hub_dir: Path) -> None:
     """The Jupyter configuration of the students' servers and the graders' services."""
-    for role in ("student", "grader"):
-        for name in ("nbgrader_config.py", "jupyter_server_config.py"):
+    for role, names in (("student", ("nbgrader_config.py", "jupyter_server_config.py", "landing.py")),
+                        ("grader", ("nbgrader_config.py", "jupyter_server_config.py"))):
+        for name in names:
             _write(hub_dir / "etc" / role / name, (HERE / role / name).read_text())
     # JupyterLab: the students see the student side of nbgrader only, the graders the instructor
     # side only; nobody gets JupyterLab's news pop-up (it would reach out to the internet).
@@ -695,10 +713,19 @@ def _course_settings(folder: Path, grader: pwd.struct_passwd, course: str, membe
     due dates (``due.json``), the checks on submit allowed (``checks.json``), who is on the roster
     (``people.json``: the check service answers only them). The grader account's, no one else's."""
     files = {"due.json": options["due"].get(course, {}), CHECKS_FILE: options["checks"].get(course, {}),
-             PEOPLE_FILE: {"instructors": members["instructors"], "students": members["students"]}}
+             PEOPLE_FILE: _with_lti_people(folder, course, members)}
     for name, content in files.items():
         _write(folder / name, json.dumps(content, indent=1), 0o600)
         os.chown(folder / name, grader.pw_uid, grader.pw_gid)
+
+
+def _with_lti_people(folder: Path, course: str, members: dict) -> dict:
+    """The roster's people of the course and those its LTI launches admitted (``lti/members.json``)."""
+    try:
+        lms = json.loads((folder.parents[1] / "lti" / "members.json").read_text()).get(course, {})
+    except (OSError, ValueError):
+        lms = {}
+    return {role: sorted({*members[role], *lms.get(role, [])}) for role in ("instructors", "students")}
 
 
 def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, ip: str = "127.0.0.1",
@@ -735,6 +762,12 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
                            f"who reach the course's environment in that checkout: `chmod o-rwx {' '.join(exposed)}`")
     roster = read_roster(roster_path)
     options = read_options(roster_path)
+    registration = lti.read_registration(_roster_data(roster_path), roster_path)
+    if registration is not None:
+        registration.private_key_pem()   # made now if absent (mode 600), refused if others may read it
+        unknown = sorted(set(registration.contexts.values()) - set(roster))
+        if unknown:
+            raise GradingError(f"roster: lti_context of unknown course(s) {unknown}")
     hub_dir = Path(hub_dir).resolve()
     state_path = hub_dir / "state.json"
     if (hub_dir / "jupyterhub.pid").exists() and _alive(_read_pid(hub_dir / "jupyterhub.pid")):
@@ -792,6 +825,8 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         # if it lies where every server has a private folder (a checkout under /tmp): enter.py
         # binds it back in, read-only
         "keep_in_private": [str(prefix)] if _private_per_server(prefix) else [],
+        # the LMS's registration (lti.py): the hub signs people in by LTI 1.3 launches (lti_auth.py)
+        **({"lti": registration.as_state()} if registration else {}),
     }
     for key in ("created_users", "created_groups"):
         state[key] = _load(state_path).get(key, [])
@@ -851,10 +886,21 @@ def _hub_cgroup_name(hub_dir: Path) -> str:
 def _remember(state_path: Path, hub_dir: Path, **made: list[str]) -> None:
     """Record users and groups the moment they are made, so that `hub stop --remove-users` finds
     them even when a later step of `start` fails."""
-    state = {"hub_dir": str(hub_dir), "courses": {}, **_load(state_path)}
-    for key, names in made.items():
-        state[key] = sorted(set(state.get(key, [])) | set(names))
-    _write(state_path, json.dumps(state, indent=1), 0o600)
+    with _state_lock(hub_dir):
+        state = {"hub_dir": str(hub_dir), "courses": {}, **_load(state_path)}
+        for key, names in made.items():
+            state[key] = sorted(set(state.get(key, [])) | set(names))
+        _write(state_path, json.dumps(state, indent=1), 0o600)
+
+
+@contextlib.contextmanager
+def _state_lock(hub_dir: Path):
+    """One writer of state.json at a time: ``hub update`` and the launches from the LMS (which
+    record the accounts they make) read, change and write it."""
+    Path(hub_dir).mkdir(parents=True, exist_ok=True)
+    with open(os.open(Path(hub_dir) / "state.lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _answers(url: str, ssl_cert: Path | None = None) -> bool:
@@ -928,8 +974,9 @@ def sync_people(state: dict) -> list[str]:
     """Make the running hub's users and groups those of ``state`` (the roster): add the new
     people, remove those no longer on it (their servers stop; their files stay). Returns what changed."""
     done = []
-    wanted = {name for course in state["courses"].values() for role in ("instructors", "students")
-              for name in course[role]}
+    from_lms = _lti_members(state)
+    wanted = {name for course in [*state["courses"].values(), *from_lms.values()] for role in ("instructors", "students")
+              for name in course.get(role, [])}
     present = {user["name"] for user in hub_api(state, "GET", "/users?limit=10000") or []}
     if wanted - present:
         hub_api(state, "POST", "/users", {"usernames": sorted(wanted - present)})
@@ -939,7 +986,9 @@ def sync_people(state: dict) -> list[str]:
         done.append(f"removed {name} (their server stopped; their files are kept)")
     groups = {group["name"]: set(group["users"]) for group in hub_api(state, "GET", "/groups?limit=10000") or []}
     for course, spec in state["courses"].items():
-        for group, members in ((f"nbgrader-{course}", spec["students"]), (f"formgrade-{course}", spec["instructors"])):
+        lms = from_lms.get(course, {})
+        for group, members in ((f"nbgrader-{course}", [*spec["students"], *lms.get("students", [])]),
+                               (f"formgrade-{course}", [*spec["instructors"], *lms.get("instructors", [])])):
             current = groups.get(group)
             if current is None:
                 hub_api(state, "POST", f"/groups/{group}", {"users": sorted(members)})
@@ -949,6 +998,26 @@ def sync_people(state: dict) -> list[str]:
             if current - set(members):
                 hub_api(state, "DELETE", f"/groups/{group}/users", {"users": sorted(current - set(members))})
     return done
+
+
+def _lti_members(state: dict) -> dict:
+    """The people LTI launches admitted, by course and role (``jupyterhub/lti_auth.py`` keeps them in
+    ``lti/members.json``); the hub keeps them as it keeps the roster's people."""
+    try:
+        return json.loads((Path(state["hub_dir"]) / "lti" / "members.json").read_text()) if state.get("lti") else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def lti_setup(state: dict) -> list[str]:
+    """The values to paste into the LMS when the tool is registered there (the instructor's guide
+    says where)."""
+    base = state["url"]
+    return [f"tool login initiation URL (OpenID Connect initiation URL): {base}/hub/lti13/oauth_login",
+            f"redirect URI:                                           {base}/hub/lti13/oauth_callback",
+            f"public keyset (JWKS) URL:                               {base}/hub/lti13/jwks",
+            f"target link URI:                                        {base}/hub/lti13/oauth_login",
+            "a link to one assignment: custom parameter assignment=<assignment id>"]
 
 
 def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = False) -> list[str]:
@@ -969,14 +1038,29 @@ def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = 
     kept = {c: roster.get(c, {"instructors": [], "students": []}) for c in state["courses"]}
     _setup_people(kept, hub_dir, hub_dir / "state.json", create_users)
     mount_homes(kept, hub_dir, options["limits"])
+    with _state_lock(hub_dir):
+        state = _update_state(roster_path, hub_dir, roster, options)
+    return sync_people(state) or ["no change of people"]
+
+
+def _update_state(roster_path: Path, hub_dir: Path, roster: dict, options: dict) -> dict:
     state = {**_load(hub_dir / "state.json"), "limits": options["limits"].as_dict()}
+    registration = lti.read_registration(_roster_data(roster_path), roster_path)
+    if bool(registration) != bool(state.get("lti")) or (registration and (
+            (registration.issuer, list(registration.client_ids), registration.authorize_url, registration.jwks_url)
+            != (state["lti"]["issuer"], state["lti"]["client_ids"], state["lti"]["authorize_url"],
+                state["lti"]["jwks_url"]))):
+        raise GradingError("the roster's lti block changed its platform (issuer, client_id, authorize_url, jwks_url) "
+                           "or was added or removed: that needs `hub stop` and `hub start`")
+    if registration:
+        state["lti"] = registration.as_state()   # deployments and lti_context: applied at once
     for course in state["courses"]:
         members = roster.get(course, {"instructors": [], "students": []})
         state["courses"][course].update(instructors=members["instructors"], students=members["students"])
         _course_settings(Path(state["courses"][course]["dir"]), pwd.getpwnam(state["courses"][course]["grader"]),
                          course, members, options)
     _write(hub_dir / "state.json", json.dumps(state, indent=1), 0o600)
-    return sync_people(state) or ["no change of people"]
+    return state
 
 
 # --- stop ------------------------------------------------------------------------------------------

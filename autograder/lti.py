@@ -67,6 +67,18 @@ class Registration:
     def course_of(self, context_id: str) -> str | None:
         return self.contexts.get(context_id)
 
+    def as_state(self) -> dict:
+        """The registration as the hub's state file carries it to ``jupyterhub_config.py`` (the key's
+        path, never the key)."""
+        return {"issuer": self.issuer, "client_ids": list(self.client_ids), "deployment_ids": list(self.deployment_ids),
+                "authorize_url": self.authorize_url, "jwks_url": self.jwks_url, "token_url": self.token_url,
+                "key_file": str(self.key_file), "contexts": dict(self.contexts)}
+
+    @classmethod
+    def from_state(cls, block: dict) -> Registration:
+        return cls(block["issuer"], tuple(block["client_ids"]), tuple(block["deployment_ids"]), block["authorize_url"],
+                   block["jwks_url"], block["token_url"], Path(block["key_file"]), dict(block["contexts"]))
+
 
 def read_registration(data: dict, roster_path: Path) -> Registration | None:
     """The registration of the roster's ``lti`` block (``data``: the roster, parsed), checked; None
@@ -157,3 +169,123 @@ def public_jwk(private_pem: str) -> dict:
     thumbprint = hashlib.sha256(json.dumps(jwk, separators=(",", ":"), sort_keys=True).encode()).digest()
     kid = base64.urlsafe_b64encode(thumbprint).rstrip(b"=").decode()
     return {**jwk, "kid": kid, "alg": "RS256", "use": "sig"}
+
+
+# --- the launch: who she is here, in which course, as what, and where she lands -------------------
+
+CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
+RESOURCE_LINK_REQUEST = "LtiResourceLinkRequest"
+INSTRUCTOR_ROLES = {"Instructor", "TeachingAssistant"}
+LEARNER_ROLES = {"Learner"}
+# The LMS's user id (``sub``): the spec allows any ASCII of up to 255 characters; LMSs use UUIDs,
+# numbers, "guid_123" or hex. Path characters, spaces and controls are refused, not mapped: no LMS
+# sends them, so one that arrives is forged or broken.
+_SUB_CHARACTERS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:@|+=")
+NAME_PREFIX = "lti-"
+
+
+class LaunchRefused(Exception):
+    """A launch the hub refuses: the message says why, in a sentence for the page the user sees."""
+
+
+def local_name(issuer: str, sub: str) -> str:
+    """The hub's (and the machine's) user name for the LMS user ``sub`` of ``issuer``: ``lti-`` and
+    20 letters and digits of a hash of both. It derives from the LMS's stable user id only, never
+    from a claim a person can choose (name, email, custom fields), so nobody becomes another person
+    by renaming themselves in the LMS; it is a valid Unix name that no roster name can take (the
+    roster's names may not start with ``lti-``)."""
+    digest = hashlib.sha256(f"{issuer}\0{sub}".encode()).digest()
+    return NAME_PREFIX + base64.b32encode(digest).decode().lower()[:20]
+
+
+def check_sub(sub) -> str:
+    if not isinstance(sub, str) or not sub:
+        raise LaunchRefused("the launch names no user (its sub claim is empty)")
+    if len(sub) > 255 or not set(sub) <= _SUB_CHARACTERS or ".." in sub:
+        raise LaunchRefused("the launch's user id (sub) has characters a user id never has (a path, spaces or "
+                            "controls)")
+    return sub
+
+
+def course_role(roles) -> str | None:
+    """``"instructor"`` or ``"student"`` from the launch's LTI roles (context roles only: an
+    institution's "Instructor" who is a Learner in this course is a student here); None when no
+    role of the course fits (a Mentor, a guest)."""
+    if not isinstance(roles, list):
+        return None
+    names = set()
+    for role in roles:
+        if not isinstance(role, str):
+            continue
+        if role.startswith("http://purl.imsglobal.org/vocab/lis/v2/membership"):
+            names.add(role.rsplit("#", 1)[-1])     # .../membership#Instructor, .../membership/Instructor#TeachingAssistant
+        elif "/" not in role and "#" not in role:
+            names.add(role)                        # the short form the spec allows for context roles
+    if names & INSTRUCTOR_ROLES:
+        return "instructor"
+    if names & LEARNER_ROLES:
+        return "student"
+    return None
+
+
+def admit(registration: Registration, token: dict) -> dict:
+    """What a launch's id_token (signature, issuer, audience, expiry, nonce and version already
+    checked by ltiauthenticator) means on this hub: ``{"name", "course", "role", "assignment",
+    "sub", "display_name", "email"}``; raises ``LaunchRefused`` naming what does not fit."""
+    message_type = token.get(CLAIM + "message_type")
+    if message_type != RESOURCE_LINK_REQUEST:
+        raise LaunchRefused(f"the hub opens resource links only, not a {message_type!r} message (add the course's "
+                            "links as external tool links)")
+    if token.get(CLAIM + "version") != "1.3.0":
+        raise LaunchRefused(f"the launch is LTI version {token.get(CLAIM + 'version')!r}, not 1.3.0")
+    deployment = token.get(CLAIM + "deployment_id")
+    if deployment not in registration.deployment_ids:
+        raise LaunchRefused(f"the launch comes from deployment {deployment!r} of the LMS, which this hub does not "
+                            "know (the roster's lti.deployment_ids)")
+    context = (token.get(CLAIM + "context") or {}).get("id") if isinstance(token.get(CLAIM + "context"), dict) else None
+    course = registration.course_of(str(context)) if context is not None else None
+    if course is None:
+        raise LaunchRefused(f"the LMS course {context!r} has no course on this hub (no lti_context of the roster "
+                            "names it): ask your instructor")
+    sub = check_sub(token.get("sub"))
+    role = course_role(token.get(CLAIM + "roles"))
+    if role is None:
+        raise LaunchRefused(f"your role in the LMS course ({', '.join(map(str, token.get(CLAIM + 'roles') or [])) or 'none'})"
+                            " is neither Instructor, TeachingAssistant nor Learner")
+    return {"name": local_name(registration.issuer, sub), "course": course, "role": role, "sub": sub,
+            "assignment": assignment_of(token), "display_name": str(token.get("name") or ""),
+            "email": str(token.get("email") or "")}
+
+
+def assignment_of(token: dict) -> str | None:
+    """The assignment the LMS link names: its custom parameter ``assignment``, or ``assignment=`` in
+    the link's target URI (``https://hub/hub/lti13/launch?assignment=ch3a_...``); None for a course link.
+    A name that is not an assignment id is ignored (the course's list opens)."""
+    from urllib.parse import parse_qs
+
+    custom = token.get(CLAIM + "custom")
+    name = custom.get("assignment") if isinstance(custom, dict) else None
+    if not name:
+        target = str(token.get(CLAIM + "target_link_uri") or "")
+        name = (parse_qs(urlsplit(target).query).get("assignment") or [None])[0]
+    if isinstance(name, str) and _assignment_id(name):
+        return name
+    return None
+
+
+def _assignment_id(name: str) -> bool:
+    return 0 < len(name) <= 100 and name[0].isalnum() and all(ch.isalnum() or ch in "_-." for ch in name) \
+        and ".." not in name
+
+
+def landing(admitted: dict, hub_prefix: str = "/") -> str:
+    """Where a launch lands: an instructor in the course's formgrader; a student on the assignment
+    the link names (fetched into her server if she has not yet) or, from a course link, on the
+    course's assignment list. Both pages of the student's server are ``landing.py``'s."""
+    from urllib.parse import urlencode
+
+    course = admitted["course"]
+    if admitted["role"] == "instructor":
+        return f"{hub_prefix}services/{course}/formgrader"
+    query = {"course": course, **({"assignment": admitted["assignment"]} if admitted["assignment"] else {})}
+    return f"{hub_prefix}hub/user-redirect/attention/open?{urlencode(query)}"

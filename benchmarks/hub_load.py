@@ -1,6 +1,6 @@
 """A class logging in at once: N students against a course hub on this machine, through HTTP only.
 
-    sudo .venv/bin/python benchmarks/hub_load.py [--students 30] [--port 8790] [--without-fork-server]
+    sudo .venv/bin/python benchmarks/hub_load.py [--students 30] [--port 8790] [--without-fork-server] [--lti]
 
 Starts a hub (``python -m autograder hub start``, real users made for the run and removed
 after, the default limits) and then, for every student at the same moment, as a browser and
@@ -20,11 +20,20 @@ import, ``rfc3987_syntax`` and all). ``--without-fork-server`` stops the fork se
 has started, so that every server starts as a new process (``enter.py``), as before it: run it
 back to back with a run without the flag to compare. Goal (issue 20): 30 students, 0 failures,
 p95 login -> first result <= 30 s. Wall times depend on what else the machine runs: say what it ran.
+
+``--lti``: the students come from an LMS instead (issue 32): a real LTI 1.3 platform on loopback
+(``tests/autograder/lti_platform.py``, on ``lti1p3platform``) and a roster with its ``lti`` block;
+the login stage is each student's whole launch (the OIDC login initiation, the platform's
+authorization, the signed id_token checked by the hub, the account made on first launch), the
+rest as above. Run it back to back with a run without the flag: the issue asks for the same p95.
+``--lti --returning``: every student launched once before (one after another, not timed: their
+accounts exist, as the PAM run's do), so that the timed launch is the protocol alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pwd
@@ -94,9 +103,10 @@ def execute(ws, code: str, timeout: float) -> str:
 
 
 class Student(threading.Thread):
-    def __init__(self, url: str, name: str, password: str, go: threading.Event, timeout: float) -> None:
+    def __init__(self, url: str, name: str, password: str, go: threading.Event, timeout: float, lms=None) -> None:
         super().__init__(daemon=True)
         self.url, self.name, self.password, self.go, self.timeout = url, name, password, go, timeout
+        self.lms = lms   # (platform, person, context) for an LTI launch instead of the login form
         self.times: dict[str, float] = {}
         self.error: str | None = None
         self.kernel_socket = None
@@ -113,12 +123,20 @@ class Student(threading.Thread):
 
         try:
             session = requests.Session()
-            session.get(f"{self.url}/hub/login", timeout=self.timeout).raise_for_status()
-            answer = session.post(f"{self.url}/hub/login?next=", allow_redirects=False, timeout=self.timeout,
-                                  data={"username": self.name, "password": self.password,
-                                        "_xsrf": session.cookies.get("_xsrf", path="/hub/")})
-            if answer.status_code != 302:
-                raise RuntimeError(f"login: {answer.status_code}")
+            if self.lms:
+                platform, person, context = self.lms
+                answer = platform.launch(session, person, context, "link-1", f"{self.url}/hub/lti13/oauth_login",
+                                         follow=False)
+                if answer.status_code != 302:
+                    raise RuntimeError(f"launch: {answer.status_code} {answer.text[-300:]}")
+                session.get(f"{self.url}/hub/home", timeout=self.timeout)   # the hub's _xsrf cookie
+            else:
+                session.get(f"{self.url}/hub/login", timeout=self.timeout).raise_for_status()
+                answer = session.post(f"{self.url}/hub/login?next=", allow_redirects=False, timeout=self.timeout,
+                                      data={"username": self.name, "password": self.password,
+                                            "_xsrf": session.cookies.get("_xsrf", path="/hub/")})
+                if answer.status_code != 302:
+                    raise RuntimeError(f"login: {answer.status_code}")
             token = session.post(f"{self.url}/hub/api/users/{self.name}/tokens", json={"expires_in": 3600},
                                  headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")},
                                  timeout=self.timeout).json()["token"]
@@ -167,9 +185,11 @@ def wait_for_server(api: requests.Session, url: str, name: str, timeout: float) 
         raise RuntimeError(f"spawn timed out: {model.get('pending')!r}")
 
 
-def class_run(url: str, names: list[str], password: str, timeout: float) -> list[Student]:
+def class_run(url: str, names: list[str], password: str, timeout: float, lms=None) -> list[Student]:
+    """``lms``: (platform, {name: person}, context) when the students launch from the LMS."""
     go = threading.Event()
-    students = [Student(url, name, password, go, timeout) for name in names]
+    students = [Student(url, name, password, go, timeout, (lms[0], lms[1][name], lms[2]) if lms else None)
+                for name in names]
     for student in students:
         student.start()
     go.set()
@@ -263,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--without-fork-server", action="store_true",
                         help="the baseline: stop the hub's fork server after start, so that every server starts "
                              "as a new process (enter.py), as before the fork server")
+    parser.add_argument("--lti", action="store_true", help="the students launch from an LTI 1.3 platform on loopback")
+    parser.add_argument("--returning", action="store_true",
+                        help="with --lti: each student launched once before the timed run (accounts made)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("run it as root: the hub starts each student's server as that student", file=sys.stderr)
@@ -276,13 +299,31 @@ def main(argv: list[str] | None = None) -> int:
     (private / "source").mkdir(parents=True)
     os.chmod(private, 0o700)
     shutil.copytree(REPO / "solutions" / "ch3a_multi_query_penalty", private / "source" / "ch3a_multi_query_penalty")
-    (private / "roster.json").write_text(json.dumps({"courses": {f"load{tag}": {
-        "instructors": [f"ld{tag}teacher"], "students": names}}, "idle_timeout": 0}))
-    password = secrets.token_hex(8)
-    (private / "password").write_text(password)
     hub_dir, port = folder / "hub", args.port or free_port()
     url = f"http://127.0.0.1:{port}"
-    print(f"hub_load: {args.students} students on {os.cpu_count()} CPUs; load average before: "
+    roster = {"courses": {f"load{tag}": {"instructors": [f"ld{tag}teacher"], "students": names}}, "idle_timeout": 0}
+    lms, platform = None, None
+    if args.lti:
+        platform = _lti_platform().Platform(
+            client_id=f"tool-{tag}", deployment_id=f"dep-{tag}", tool_login_url=f"{url}/hub/lti13/oauth_login",
+            tool_redirect_url=f"{url}/hub/lti13/oauth_callback", tool_jwks=f"{url}/hub/lti13/jwks").start()
+        context = f"ctx-{tag}"
+        platform.add_context(context, "hub load")
+        people = {f"s{i:02d}-{tag}": {"sub": f"s{i:02d}-{tag}", "name": f"Student {i}", "email": f"s{i}@example.edu",
+                                      "roles": [_lti_platform().LEARNER]} for i in range(args.students + 1)}
+        names = _lti_names(platform.issuer, list(people))
+        lms = (platform, dict(zip(names, people.values())), context)
+        alone, crowd = names[0], names[1:]
+        roster = {"lti": {"issuer": platform.issuer, "client_id": platform.client_id,
+                          "deployment_ids": [platform.deployment_id], "authorize_url": platform.authorize_url,
+                          "jwks_url": platform.jwks_url, "token_url": platform.token_url, "key": "tool-key.pem"},
+                  "courses": {f"load{tag}": {"instructors": [f"ld{tag}teacher"], "students": [],
+                                             "lti_context": context}}, "idle_timeout": 0}
+    (private / "roster.json").write_text(json.dumps(roster))
+    password = secrets.token_hex(8)
+    (private / "password").write_text(password)
+    print(f"hub_load: {args.students} students{' launching from an LMS (LTI 1.3)' if args.lti else ''} on "
+          f"{os.cpu_count()} CPUs; load average before: "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     try:
         started = time.monotonic()
@@ -309,12 +350,22 @@ def main(argv: list[str] | None = None) -> int:
         untuned = import_cpu(sys.executable)
         print(f"a server's imports: {tuned:.2f} CPU s in the hub's environment, {untuned:.2f} CPU s in the "
               f"course's own (ratio {tuned / untuned:.2f})")
-        single = report("alone (baseline)", class_run(url, [alone], password, args.timeout))
+        if lms and args.returning:
+            started = time.monotonic()
+            for name in crowd:
+                answer = platform.launch(requests.Session(), lms[1][name], lms[2], "link-1",
+                                         f"{url}/hub/lti13/oauth_login", follow=False)
+                if answer.status_code != 302:
+                    print(f"an earlier launch of {name} failed: {answer.status_code}", file=sys.stderr)
+                    return 1
+            print(f"each student launched once before (accounts made, one after another): "
+                  f"{time.monotonic() - started:.1f} s")
+        single = report("alone (baseline)", class_run(url, [alone], password, args.timeout, lms))
         hub_pids = {"JupyterHub": _pid(hub_dir / "jupyterhub.pid"), "the proxy": _pid(hub_dir / "proxy.pid")}
         before = {name: process_cpu_seconds(pid) for name, pid in hub_pids.items() if pid}
         fork_cpu = process_cpu_seconds(fork_server) if fork_server else 0.0
         own_cpu = time.process_time()
-        students = class_run(url, crowd, password, args.timeout)
+        students = class_run(url, crowd, password, args.timeout, lms)
         own_cpu = time.process_time() - own_cpu
         fork_cpu = process_cpu_seconds(fork_server) - fork_cpu if fork_server else 0.0
         hub_cpu = {name: process_cpu_seconds(pid) - before[name] for name, pid in hub_pids.items() if pid}
@@ -360,6 +411,30 @@ def main(argv: list[str] | None = None) -> int:
             except KeyError:
                 pass
         shutil.rmtree(folder, ignore_errors=True)
+        if platform is not None:
+            platform.stop()
+
+
+def _lti_names(issuer: str, subs: list[str]) -> list[str]:
+    """The hub's names for these LMS users (``autograder.lti.local_name``, asked of the checkout's
+    autograder as the hub's commands are: ``python -m`` from the checkout)."""
+    code = ("import json, sys\nfrom autograder.lti import local_name\n"
+            "print(json.dumps([local_name(sys.argv[1], sub) for sub in sys.argv[2:]]))")
+    done = subprocess.run([sys.executable, "-c", code, issuer, *subs], cwd=REPO, capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout)
+
+
+def _lti_platform():
+    """The tests' LTI 1.3 platform (``tests/autograder/lti_platform.py``), loaded from its file."""
+    import sys as _sys
+
+    if "lti_platform" not in _sys.modules:
+        spec = importlib.util.spec_from_file_location("lti_platform", REPO / "tests" / "autograder" / "lti_platform.py")
+        module = importlib.util.module_from_spec(spec)
+        _sys.modules["lti_platform"] = module
+        spec.loader.exec_module(module)
+    return _sys.modules["lti_platform"]
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ virtual environment) comes from the ``state.json`` that ``hub start`` writes nex
 database (its path in ``ATTENTION_HUB_STATE``); this file only says how a course hub is put
 together:
 
-- real OS users log in (PAM; or, for tests, JupyterHub's dummy authenticator with one password),
+- real OS users log in (PAM; or, for tests, JupyterHub's dummy authenticator with one password;
+  or, when the roster has an ``lti`` block, LTI 1.3 launches from the LMS: ``lti_auth.py``),
   throttled (``auth.py``); who may log in is read from the state at each login, so that
   ``hub update`` adds and removes people without a restart;
 - each gets a Jupyter server started as themselves inside their limits (``spawner.py``) from the
@@ -60,13 +61,30 @@ c.ConfigurableHTTPProxy.debug = False
 # -- who logs in ---------------------------------------------------------------------------------
 people = sorted({name for course in courses.values() for role in ("instructors", "students")
                  for name in course[role]})
-if state["authenticator"] == "dummy":
+lti_members = {}
+if state.get("lti"):
+    # The LMS signs people in (LTI 1.3, lti_auth.py): no passwords on this hub.
+    from autograder.jupyterhub.lti_auth import lti_members as _read_lti_members
+
+    lti_members = _read_lti_members(hub_dir)
+    people = sorted(set(people) | {name for course in lti_members.values() for role in ("instructors", "students")
+                                   for name in course.get(role, [])})
+    c.JupyterHub.authenticator_class = "autograder.jupyterhub.lti_auth.CourseLTIAuthenticator"
+    c.CourseLTIAuthenticator.state_path = state_path
+    c.LTI13Authenticator.issuer = state["lti"]["issuer"]
+    c.LTI13Authenticator.client_id = set(state["lti"]["client_ids"])
+    c.LTI13Authenticator.authorize_url = state["lti"]["authorize_url"]
+    c.LTI13Authenticator.jwks_endpoint = state["lti"]["jwks_url"]
+    c.LTI13Authenticator.username_key = "sub"   # not used: lti.local_name derives the name from sub
+    c.LTI13Authenticator.tool_name = "Attention, from scratch"
+elif state["authenticator"] == "dummy":
     c.JupyterHub.authenticator_class = "autograder.jupyterhub.auth.ThrottledDummyAuthenticator"
     c.DummyAuthenticator.password = (hub_dir / "dummy-password").read_text()
 else:
     c.JupyterHub.authenticator_class = "autograder.jupyterhub.auth.ThrottledPAMAuthenticator"
     c.PAMAuthenticator.open_sessions = False
-c.ThrottleMixin.state_path = state_path
+if not state.get("lti"):
+    c.ThrottleMixin.state_path = state_path
 c.Authenticator.allowed_users = set(people)
 c.Authenticator.admin_users = set()
 c.Authenticator.manage_groups = False   # the groups come from the roster (load_groups, hub update) only
@@ -105,8 +123,11 @@ roles = [
 services = [{"name": "course-admin", "api_token": Path(state["admin_token_file"]).read_text().strip()}]
 for course, spec in courses.items():
     students = f"nbgrader-{course}"
-    c.JupyterHub.load_groups[students] = {"users": spec["students"]}
-    c.JupyterHub.load_groups[f"formgrade-{course}"] = {"users": spec["instructors"]}
+    from_lms = lti_members.get(course, {})
+    c.JupyterHub.load_groups[students] = {"users": list(dict.fromkeys([*spec["students"],
+                                                                      *from_lms.get("students", [])]))}
+    c.JupyterHub.load_groups[f"formgrade-{course}"] = {"users": list(dict.fromkeys([*spec["instructors"],
+                                                                                   *from_lms.get("instructors", [])]))}
     checker = f"checks-{course}"
     roles.append({"name": f"students-{course}", "groups": [students],
                   "scopes": [f"access:services!service={checker}"]})
@@ -141,6 +162,9 @@ for course, spec in courses.items():
             "AUTOGRADER_EXCHANGE": state["exchange"],
         },
         "oauth_client_allowed_scopes": [f"access:services!service={course}"],
+        # The hub's own service asking only who she is: an instructor launched from the LMS lands in
+        # the formgrader, not on an "Authorize access" page first.
+        "oauth_no_confirm": True,
     })
     # Check on submit (checks.py): the course's queue of checks, run as its grader account, each
     # student's page hers alone (check_service.py); the course's students and instructors may open it.

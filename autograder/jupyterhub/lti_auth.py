@@ -1,0 +1,282 @@
+"""The course hub's login when the roster has an ``lti`` block: LTI 1.3 launches from the LMS.
+
+``jupyterhub-ltiauthenticator`` does the protocol: the OIDC login initiation
+(``/hub/lti13/oauth_login``), the redirect to the platform, and on the way back
+(``/hub/lti13/oauth_callback``) the id_token's signature (the platform's JWKS), issuer, audience
+(and ``azp``), expiry and age, its nonce against the browser's cookie, the OAuth state, the LTI
+version and message type. ``CourseLTIAuthenticator`` adds what a course hub needs besides
+(``autograder/lti.py``'s ``admit``): the deployment must be one the roster registers, the LMS
+course (context) one the roster maps to a course, the message a resource link launch; a nonce is
+accepted once (a replayed launch is refused even with the cookies that went with it); the user's
+name here derives from the LMS's stable user id only; the LMS role gives the course role.
+
+A launch it accepts makes the account on first launch exactly as ``hub start --create-users``
+makes a roster user's (no password, the hub's home of fixed size, mode 0700, its limits), adds it
+to the course's Unix group, records the person in the course's ``lti/users.json`` (for grades
+back to the LMS) and the hub's ``lti/members.json`` (``hub update`` keeps them), and puts the user
+in the course's hub group for the role (``formgrade-<course>`` or ``nbgrader-<course>``), taken
+out of the other: the LMS says at each launch. A refused launch makes nothing and shows a page
+that says why. The tool's public keys are served at ``/hub/lti13/jwks``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import grp
+import json
+import os
+import pwd
+import threading
+import time
+from pathlib import Path
+
+import jwt
+from jupyterhub import orm
+from jupyterhub.handlers import BaseHandler
+from ltiauthenticator.lti13.auth import LTI13Authenticator
+from ltiauthenticator.lti13.error import InvalidAudienceError, TokenError, ValidationError
+from ltiauthenticator.lti13.handlers import LTI13CallbackHandler, LTI13LoginInitHandler
+from ltiauthenticator.lti13.validator import LTI13LaunchValidator
+from tornado import web
+from traitlets import Unicode
+
+from autograder import hub as course_hub
+from autograder import lti
+
+REFUSED = "The launch from your LMS was refused"
+_provision_lock = threading.Lock()
+
+
+def hub_file(hub_dir: Path) -> Path:
+    """The LTI people of each course, by role: ``{course: {"instructors": [...], "students": [...]}}``."""
+    return Path(hub_dir) / "lti" / "members.json"
+
+
+def lti_members(hub_dir: Path) -> dict:
+    try:
+        return json.loads(hub_file(hub_dir).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def provision(state: dict, admitted: dict) -> None:
+    """The account, the course's Unix group, and the records of an admitted launch; idempotent,
+    one at a time (a class launching at once: each account made once), safe beside ``hub update``."""
+    hub_dir = Path(state["hub_dir"])
+    name, course = admitted["name"], admitted["course"]
+    folder = hub_dir / "lti"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    with _provision_lock, open(os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        group = course_hub.unix_group(course)
+        if course_hub._make_user(name, hub_dir, create=True, groups=(group,)):
+            course_hub._remember(hub_dir / "state.json", hub_dir, created_users=[name])
+        elif name not in grp.getgrnam(group).gr_mem:
+            course_hub._run(["usermod", "--append", "--groups", group, name])
+        members = lti_members(hub_dir)
+        entry = members.setdefault(course, {"instructors": [], "students": []})
+        role, other = ("instructors", "students") if admitted["role"] == "instructor" else ("students", "instructors")
+        if name not in entry[role] or name in entry[other]:
+            entry[role] = sorted(set(entry[role]) | {name})
+            entry[other] = sorted(set(entry[other]) - {name})
+            course_hub._write(hub_file(hub_dir), json.dumps(members, indent=1), 0o600)
+        spec = state["courses"][course]
+        grader = pwd.getpwnam(spec["grader"])
+        course_dir = Path(spec["dir"])
+        users_dir = course_dir / "lti"
+        users_dir.mkdir(mode=0o700, exist_ok=True)
+        os.chown(users_dir, grader.pw_uid, grader.pw_gid)
+        users_file = users_dir / "users.json"
+        try:
+            users = json.loads(users_file.read_text())
+        except (OSError, ValueError):
+            users = {}
+        person = {"sub": admitted["sub"], "name": admitted["display_name"], "email": admitted["email"]}
+        if users.get(name) != person:
+            users[name] = person
+            course_hub._write(users_file, json.dumps(users, indent=1, sort_keys=True), 0o600)
+            os.chown(users_file, grader.pw_uid, grader.pw_gid)
+        # the check service's list of the course's people (hub.py's _course_settings), with her in it
+        people_file = course_dir / course_hub.PEOPLE_FILE
+        try:
+            people = json.loads(people_file.read_text())
+        except (OSError, ValueError):
+            people = {"instructors": [], "students": []}
+        if name not in people.get(role, []) or name in people.get(other, []):
+            people[role] = sorted(set(people.get(role, [])) | {name})
+            people[other] = sorted(set(people.get(other, [])) - {name})
+            course_hub._write(people_file, json.dumps(people, indent=1), 0o600)
+            os.chown(people_file, grader.pw_uid, grader.pw_gid)
+
+
+_jwks_clients: dict[str, jwt.PyJWKClient] = {}
+
+
+def jwks_client(url: str) -> jwt.PyJWKClient:
+    """The LMS's public keys, kept for five minutes (a token whose key id is not among them fetches
+    them again: the LMS rotated its keys). ltiauthenticator fetches them afresh for every launch,
+    in the hub's event loop: with a class launching at once, each launch waited for all before it."""
+    if url not in _jwks_clients:
+        _jwks_clients[url] = jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=10)
+    return _jwks_clients[url]
+
+
+class KeptKeysValidator(LTI13LaunchValidator):
+    """ltiauthenticator's validator, the signature checked with the kept keys (``jwks_client``);
+    the rest of its checks as they are."""
+
+    def verify_and_decode_jwt(self, encoded_jwt, issuer, audience, jwks_endpoint, jwks_algorithms, **kwargs):
+        try:
+            key = jwks_client(jwks_endpoint).get_signing_key_from_jwt(encoded_jwt).key
+            return jwt.decode(encoded_jwt, key, algorithms=jwks_algorithms, audience=audience, issuer=issuer,
+                              leeway=self.time_leeway)
+        except jwt.InvalidAudienceError as exc:
+            raise InvalidAudienceError(str(exc)) from None
+        except jwt.PyJWTError as exc:
+            raise TokenError(str(exc)) from None
+
+
+class LoginInitHandler(LTI13LoginInitHandler):
+    """ltiauthenticator's login initiation; opened without the LMS's parameters (someone who typed
+    the hub's address, or the login page's button), a page saying where to sign in."""
+
+    def post(self):
+        if not self.get_argument("iss", "") and not self.get_argument("login_hint", ""):
+            raise web.HTTPError(400, "This hub signs you in through your LMS: open the course (or the assignment) "
+                                     "from the LMS's course page")
+        return super().post()
+
+    get = post
+
+
+class LaunchCallbackHandler(LTI13CallbackHandler):
+    """ltiauthenticator's callback, its refusals on a page that says why, and the landing the link names."""
+
+    async def post(self):
+        encoded = self.get_argument("id_token", "")
+        if encoded:   # the LMS's keys fetched off the event loop, if not kept already
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, jwks_client(self.authenticator.jwks_endpoint).get_signing_key_from_jwt, encoded)
+            except jwt.PyJWTError:
+                pass   # said again, as the launch's reason, by the check below
+        try:
+            id_token = self.decode_and_validate_launch_request()
+        except InvalidAudienceError as exc:
+            raise web.HTTPError(401, f"{REFUSED}: the id_token is not for this tool ({exc})") from None
+        except ValidationError as exc:
+            raise web.HTTPError(400, f"{REFUSED}: {exc}") from None
+        except web.HTTPError as exc:
+            raise web.HTTPError(exc.status_code, f"{REFUSED}: {exc.log_message}") from None
+        user = await self.login_user(id_token)
+        if user is None:
+            raise web.HTTPError(403, f"{REFUSED}: this hub does not admit you")
+        admitted = self._lti_admitted
+        self._set_course_groups(user, admitted["course"], admitted["role"])
+        self.redirect(lti.landing(admitted, self.base_url))
+
+    def decode_and_validate_launch_request(self):
+        """ltiauthenticator's checks in its order (``LTI13CallbackHandler``), with ``KeptKeysValidator``."""
+        from ltiauthenticator.utils import convert_request_to_dict
+
+        validator = KeptKeysValidator(parent=self.app)
+        args = convert_request_to_dict(self.request.arguments)
+        validator.validate_auth_response(args)
+        self.check_state()
+        id_token = validator.verify_and_decode_jwt(
+            encoded_jwt=args.get("id_token"), issuer=self.authenticator.issuer, audience=self.authenticator.client_id,
+            jwks_endpoint=self.authenticator.jwks_endpoint, jwks_algorithms=self.authenticator.jwks_algorithms)
+        validator.validate_id_token(id_token)
+        validator.validate_azp_claim(id_token, self.authenticator.client_id)
+        self.check_nonce(id_token)
+        return id_token
+
+    def _set_course_groups(self, user, course: str, role: str) -> None:
+        wanted, other = ((f"formgrade-{course}", f"nbgrader-{course}") if role == "instructor"
+                         else (f"nbgrader-{course}", f"formgrade-{course}"))
+        for name, member in ((wanted, True), (other, False)):
+            group = orm.Group.find(self.db, name)
+            if group is None:
+                group = orm.Group(name=name)
+                self.db.add(group)
+            if member and user.orm_user not in group.users:
+                group.users.append(user.orm_user)
+            elif not member and user.orm_user in group.users:
+                group.users.remove(user.orm_user)
+        self.db.commit()
+
+
+class JWKSHandler(BaseHandler):
+    """The tool's public keys, for the LMS's Advantage services (grades back) to check its requests."""
+
+    def check_xsrf_cookie(self):
+        return
+
+    async def get(self):
+        self.set_header("Content-Type", "application/json")
+        self.write(json.dumps(self.authenticator.registration.public_jwks()))
+
+
+class CourseLTIAuthenticator(LTI13Authenticator):
+    login_service = "your LMS"
+    login_handler = LoginInitHandler
+    callback_handler = LaunchCallbackHandler
+    state_path = Unicode("", help="the hub's state.json: its LTI registration and courses").tag(config=True)
+
+    _seen_nonces: dict | None = None
+
+    @property
+    def registration(self) -> lti.Registration:
+        """Read at each launch: ``hub update`` changes the deployments and courses (lti_context) at once."""
+        return lti.Registration.from_state(self._state()["lti"])
+
+    def _state(self) -> dict:
+        return json.loads(Path(self.state_path).read_text())
+
+    def jwks_url(self, base_url):
+        return f"{base_url.rstrip('/')}/lti13/jwks"
+
+    def get_handlers(self, app):
+        return [*super().get_handlers(app), (self.jwks_url(""), JWKSHandler)]
+
+    def _first_use(self, nonce) -> bool:
+        """Whether ``nonce`` is seen for the first time (kept as long as a token may be accepted)."""
+        now = time.monotonic()
+        if self._seen_nonces is None:
+            self._seen_nonces = {}
+        for old in [n for n, until in self._seen_nonces.items() if until < now]:
+            del self._seen_nonces[old]
+        if not nonce or nonce in self._seen_nonces:
+            return False
+        self._seen_nonces[nonce] = now + 3600
+        return True
+
+    async def authenticate(self, handler, data=None):
+        data = data or {}
+        if not self._first_use(data.get("nonce")):
+            self.log.warning("LTI launch refused: nonce %r used before", data.get("nonce"))
+            raise web.HTTPError(403, f"{REFUSED}: it was used before (a replayed launch); open the link in the LMS "
+                                     "again")
+        try:
+            admitted = lti.admit(self.registration, data)
+        except lti.LaunchRefused as exc:
+            self.log.warning("LTI launch refused (sub %r): %s", data.get("sub"), exc)
+            raise web.HTTPError(403, f"{REFUSED}: {exc}") from None
+        state = self._state()
+        await asyncio.get_running_loop().run_in_executor(None, provision, state, admitted)
+        if handler is not None:
+            handler._lti_admitted = admitted
+        self.log.info("LTI launch: %s (sub %r) as %s of %s", admitted["name"], admitted["sub"], admitted["role"],
+                      admitted["course"])
+        return {"name": admitted["name"], "auth_state": {"lti": admitted}}
+
+    def check_allowed(self, username, authentication=None):
+        """An admitted launch is allowed (it was checked above); otherwise a roster's person or one the
+        LMS launched before."""
+        if authentication and (authentication.get("auth_state") or {}).get("lti", {}).get("name") == username:
+            return True
+        state = self._state()
+        people = [state["courses"].values(), lti_members(state["hub_dir"]).values()]
+        return any(username in course.get(role, []) for courses in people for course in courses
+                   for role in ("instructors", "students"))

@@ -1,0 +1,453 @@
+"""The course hub as an LTI 1.3 tool: launches from a real platform (``lti_platform.py``, built on
+``lti1p3platform``) on loopback, into a real hub (``hub start`` with a roster that has an ``lti``
+block and a course mapped to the platform's context).
+
+An instructor and two students launch from the LMS: each gets an account made on first launch
+(closed: no password, home 0700), the course's hub group for the LMS role, a line in the course's
+``lti/users.json``, and lands where the link says (the instructor in the formgrader, a student on
+the assignment's notebook, or on the course's assignment list). Hostile launches (a wrong
+signature, audience, deployment, an expired token, a replayed one, an unregistered issuer, a
+context not in the roster, a Learner who calls herself the instructor, a user id with path
+characters) are each refused with a page that says why, and make no account. The pure parts
+(names, roles) are checked with hypothesis. Needs root, as test_hub.py does (whose helpers it uses).
+"""
+
+from __future__ import annotations
+
+import grp
+import html
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import requests
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autograder import hub as course_hub
+from autograder import lti
+
+from hub_client import HubUser, Service   # noqa: E402
+from lti_platform import INSTRUCTOR, LEARNER, TEACHING_ASSISTANT, Platform   # noqa: E402
+from test_hub import ASSIGNMENT, REPO, free_port, leftovers, searchable_checkout   # noqa: E402,F401
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the course hub starts servers as other users: needs root")
+CLAIM = lti.CLAIM
+
+
+# --- the pure parts -----------------------------------------------------------------------------------
+
+@given(st.text(min_size=1, max_size=255), st.text(min_size=1, max_size=60))
+def test_a_local_name_is_a_safe_unix_name_from_the_issuer_and_sub_only(sub, issuer):
+    name = lti.local_name(issuer, sub)
+    assert course_hub._unix_name(name.replace("lti-", "x", 1)) and len(name) <= 32
+    assert name.startswith("lti-") and name == name.lower() and "/" not in name and "." not in name
+    assert lti.local_name(issuer, sub) == name and lti.local_name(issuer, sub + "x") != name
+    assert lti.local_name(issuer + "x", sub) != name
+    assert not course_hub._unix_name(name)   # no roster name can be an LTI user's
+
+
+@given(st.text(max_size=40))
+def test_a_sub_with_path_characters_is_refused(text):
+    sub = text + "/" if "/" not in text else text
+    with pytest.raises(lti.LaunchRefused, match="characters"):
+        lti.check_sub(sub)
+    with pytest.raises(lti.LaunchRefused):
+        lti.check_sub("../x")
+    assert lti.check_sub("4dde05e8-ca19-73bc-ca9b-ffc1") and lti.check_sub("guid_123") and lti.check_sub("42")
+
+
+@given(st.lists(st.sampled_from([LEARNER, INSTRUCTOR, TEACHING_ASSISTANT, "Learner", "Instructor", "Mentor",
+                                 "http://purl.imsglobal.org/vocab/lis/v2/institution/person#Instructor",
+                                 "http://purl.imsglobal.org/vocab/lis/v2/membership#Mentor"]), max_size=4))
+def test_course_roles_come_from_the_context_roles_only(roles):
+    role = lti.course_role(roles)
+    instructor = {INSTRUCTOR, TEACHING_ASSISTANT, "Instructor"} & set(roles)
+    learner = {LEARNER, "Learner"} & set(roles)
+    assert role == ("instructor" if instructor else "student" if learner else None)
+
+
+def _token(**claims) -> dict:
+    token = {"sub": "42", CLAIM + "message_type": "LtiResourceLinkRequest", CLAIM + "version": "1.3.0",
+             CLAIM + "deployment_id": "d1", CLAIM + "context": {"id": "ctx"}, CLAIM + "roles": [LEARNER],
+             "name": "Bo", "email": "bo@example.edu"}
+    return {**token, **claims}
+
+
+def test_admit_names_what_does_not_fit(tmp_path):
+    registration = lti.Registration("https://lms", ("tool",), ("d1",), "https://lms/a", "https://lms/j",
+                                    "https://lms/t", tmp_path / "k.pem", {"ctx": "nlp101"})
+    admitted = lti.admit(registration, _token(**{CLAIM + "custom": {"assignment": "ch3a"}}))
+    assert admitted == {"name": lti.local_name("https://lms", "42"), "course": "nlp101", "role": "student",
+                        "sub": "42", "assignment": "ch3a", "display_name": "Bo", "email": "bo@example.edu"}
+    for claims, reason in (({CLAIM + "deployment_id": "d2"}, "deployment 'd2'"),
+                           ({CLAIM + "context": {"id": "other"}}, "LMS course 'other'"),
+                           ({CLAIM + "message_type": "LtiDeepLinkingRequest"}, "resource links only"),
+                           ({CLAIM + "roles": ["Mentor"]}, "neither Instructor"),
+                           ({"sub": "../x"}, "characters")):
+        with pytest.raises(lti.LaunchRefused, match=reason):
+            lti.admit(registration, _token(**claims))
+    # the link's target names the assignment when no custom parameter does; a path is no assignment
+    target = {CLAIM + "target_link_uri": "https://hub/hub/lti13/oauth_login?assignment=ch5_x"}
+    assert lti.admit(registration, _token(**target))["assignment"] == "ch5_x"
+    assert lti.admit(registration, _token(**{CLAIM + "custom": {"assignment": "../../etc"}}))["assignment"] is None
+    assert lti.landing({**admitted, "role": "instructor"}) == "/services/nlp101/formgrader"
+    assert lti.landing(admitted) == "/hub/user-redirect/attention/open?course=nlp101&assignment=ch3a"
+
+
+# --- a real hub, launched into from a real platform ---------------------------------------------------------
+
+class Recording(requests.Session):
+    """A browser that remembers its cookies as they were when it posted the launch (the id_token
+    and state) to the tool: what an attacker who copied all of it would send again."""
+
+    def post(self, url, *args, **kwargs):
+        if url.endswith("/hub/lti13/oauth_callback"):
+            self.launch_cookies = self.cookies.copy()
+            self.launch_form = kwargs.get("data")
+        return super().post(url, *args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def lti_hub(searchable_checkout):
+    if os.geteuid() != 0:
+        pytest.skip("the course hub starts servers as other users: needs root")
+    tag = secrets.token_hex(3)
+    course, context = f"l{tag}", f"ctx-{tag}"
+    folder = Path(tempfile.mkdtemp(prefix="attention-hub-lti-", dir="/var/tmp"))
+    os.chmod(folder, 0o755)
+    private = folder / "instructor"
+    (private / "source").mkdir(parents=True)
+    os.chmod(private, 0o700)
+    shutil.copytree(REPO / "solutions" / ASSIGNMENT, private / "source" / ASSIGNMENT)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    platform = Platform(client_id=f"tool-{tag}", deployment_id=f"dep-{tag}",
+                        tool_login_url=f"{url}/hub/lti13/oauth_login", tool_redirect_url=f"{url}/hub/lti13/oauth_callback",
+                        tool_jwks=f"{url}/hub/lti13/jwks").start()
+    platform.add_context(context, "Attention 101")
+    platform.add_context(f"ctx-other-{tag}", "Another course")
+    roster = {
+        "lti": {"issuer": platform.issuer, "client_id": platform.client_id, "deployment_ids": [platform.deployment_id],
+                "authorize_url": platform.authorize_url, "jwks_url": platform.jwks_url,
+                "token_url": platform.token_url, "key": "tool-key.pem"},
+        "courses": {course: {"instructors": [], "students": [], "lti_context": context}},
+        "limits": {"memory": "1G", "disk": "256M", "shm": "32M"},
+        "idle_timeout": 3600,
+    }
+    (private / "roster.json").write_text(json.dumps(roster))
+    hub_dir = folder / "hub"
+    people = {key: {"sub": f"{key}-{tag}", "name": f"{key.title()} {tag}", "email": f"{key}{tag}@example.edu",
+                    "roles": [INSTRUCTOR if key == "ada" else LEARNER]} for key in ("ada", "bo", "cy", "eve")}
+    people["ta"] = {"sub": f"ta-{tag}", "name": "Tad", "email": "ta@example.edu", "roles": [TEACHING_ASSISTANT]}
+    for person in people.values():
+        platform.add_member(context, person)
+    info = {"url": url, "course": course, "context": context, "platform": platform, "dir": hub_dir,
+            "people": people, "tag": tag, "folder": folder}
+    started = None
+    try:
+        started = subprocess.run(
+            [sys.executable, "-m", "autograder", "hub", "start", str(private / "roster.json"), "--dir", str(hub_dir),
+             "--port", str(port), "--source", str(private / "source")],
+            cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert started.returncode == 0, started.stderr + course_hub._tail(hub_dir / "logs" / "jupyterhub.log", 20)
+        info["printed"] = started.stdout
+        yield info
+    finally:
+        stopped = subprocess.run([sys.executable, "-m", "autograder", "hub", "stop", "--dir", str(hub_dir),
+                                  "--remove-users"], cwd=REPO, capture_output=True, text=True, timeout=180)
+        state = course_hub._load(hub_dir / "state.json")
+        left = leftovers(state, hub_dir) if state else []
+        platform.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+        assert stopped.returncode == 0, stopped.stderr
+        assert not left, f"the hub left {left}"
+
+
+def name_of(hub, key: str) -> str:
+    return lti.local_name(hub["platform"].issuer, hub["people"][key]["sub"])
+
+
+def launch(hub, key: str | dict, custom: dict | None = None, tamper: dict | None = None, context: str | None = None,
+           session: requests.Session | None = None, target: str | None = None) -> tuple[requests.Session, requests.Response]:
+    """The person's browser launches the course's link in the LMS; the browser and the last answer."""
+    person = hub["people"][key] if isinstance(key, str) else key
+    browser = session or requests.Session()
+    answer = hub["platform"].launch(browser, person, context or hub["context"], "link-1",
+                                    target or f"{hub['url']}/hub/lti13/oauth_login", custom=custom, tamper=tamper)
+    return browser, answer
+
+
+class LaunchedUser(HubUser):
+    """A HubUser whose browser signed in by an LTI launch (no password)."""
+
+    def __init__(self, hub_url: str, name: str, browser: requests.Session) -> None:
+        self.hub_url, self.name, self.session = hub_url.rstrip("/"), name, browser
+        self.token = self._new_token()
+        self.api = requests.Session()
+        self.api.headers["Authorization"] = f"token {self.token}"
+
+
+def admin(hub, method: str, path: str):
+    return course_hub.hub_api(course_hub._load(hub["dir"] / "state.json"), method, path)
+
+
+def exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def hub_users(hub) -> set[str]:
+    return {user["name"] for user in admin(hub, "GET", "/users?limit=10000")}
+
+
+def groups_of(hub, name: str) -> set[str]:
+    return set(admin(hub, "GET", f"/users/{name}")["groups"])
+
+
+@needs_root
+def test_hub_start_prints_what_to_paste_into_the_lms(lti_hub):
+    printed = lti_hub["printed"]
+    for what in ("/hub/lti13/oauth_login", "/hub/lti13/oauth_callback", "/hub/lti13/jwks"):
+        assert f"{lti_hub['url']}{what}" in printed
+    jwks = requests.get(f"{lti_hub['url']}/hub/lti13/jwks", timeout=30).json()
+    key = lti_hub["folder"] / "instructor" / "tool-key.pem"
+    assert key.stat().st_mode & 0o777 == 0o600 and jwks == {"keys": [lti.public_jwk(key.read_text())]}
+    assert "BEGIN" not in json.dumps(jwks)
+    # no password login on an LTI hub
+    form = requests.get(f"{lti_hub['url']}/hub/login", timeout=30)
+    assert 'name="password"' not in form.text
+    direct = requests.get(f"{lti_hub['url']}/hub/lti13/oauth_login", timeout=30)
+    assert direct.status_code == 400 and "signs you in through your LMS" in html.unescape(direct.text)
+
+
+@needs_root
+def test_the_instructor_lands_in_the_formgrader_and_releases(lti_hub):
+    hub, name = lti_hub, name_of(lti_hub, "ada")
+    assert not exists(name)
+    browser, answer = launch(hub, "ada")
+    assert answer.status_code == 200, answer.text[:500]
+    assert urlsplit(answer.url).path.startswith(f"/services/{hub['course']}/formgrader"), answer.url
+    account = pwd.getpwnam(name)
+    assert account.pw_dir == str(hub["dir"] / "homes" / name)
+    shadow = next(line for line in Path("/etc/shadow").read_text().splitlines() if line.startswith(f"{name}:"))
+    assert shadow.split(":")[1] in ("!", "!!", "*")   # locked: no password
+    assert groups_of(hub, name) == {f"formgrade-{hub['course']}"}
+    users = json.loads((hub["dir"] / "courses" / hub["course"] / "lti" / "users.json").read_text())
+    assert users[name] == {"sub": hub["people"]["ada"]["sub"], "name": hub["people"]["ada"]["name"],
+                           "email": hub["people"]["ada"]["email"]}
+    users_file = hub["dir"] / "courses" / hub["course"] / "lti" / "users.json"
+    assert users_file.stat().st_mode & 0o777 == 0o600
+    assert users_file.stat().st_uid == pwd.getpwnam(f"grader-{hub['course']}").pw_uid
+    # the instructor's session works the course's grader service: release and publish the assignment
+    ada = LaunchedUser(hub["url"], name, browser)
+    code = ("import subprocess, sys\n"
+            f"for args in [['release', {ASSIGNMENT!r}], ['publish', {ASSIGNMENT!r}]]:\n"
+            "    done = subprocess.run([sys.executable, '-m', 'autograder', *args], capture_output=True, text=True)\n"
+            "    print(done.stdout + done.stderr)\n"
+            "    assert done.returncode == 0, args\n")
+    assert f"published {ASSIGNMENT}" in Service(ada, hub["course"]).run_code(code)
+    # a teaching assistant is an instructor of the course too
+    _, answer = launch(hub, "ta")
+    assert urlsplit(answer.url).path.startswith(f"/services/{hub['course']}/formgrader")
+    assert groups_of(hub, name_of(hub, "ta")) == {f"formgrade-{hub['course']}"}
+
+
+def _landed(hub, name: str, browser: requests.Session, answer: requests.Response) -> requests.Response:
+    """The page a student's browser shows once her server is up (the hub's spawn page waits for it
+    with a script; here: wait, then ask again)."""
+    if urlsplit(answer.url).path.startswith(f"/hub/spawn-pending/{name}") or answer.url.endswith("/hub/home"):
+        deadline = time.monotonic() + 240
+        while not (admin(hub, "GET", f"/users/{name}")["servers"].get("") or {}).get("ready"):
+            assert time.monotonic() < deadline, "the student's server did not start"
+            time.sleep(1)
+        query = parse_qs(urlsplit(answer.url).query)
+        answer = browser.get(query["next"][0] if "next" in query else answer.url, timeout=120)
+    return answer
+
+
+@needs_root
+def test_students_land_on_the_assignment_the_link_names_or_the_course_list(lti_hub):
+    hub = lti_hub
+    bo_name, cy_name = name_of(hub, "bo"), name_of(hub, "cy")
+    browser, answer = launch(hub, "bo", custom={"assignment": ASSIGNMENT})
+    answer = _landed(hub, bo_name, browser, answer)
+    assert answer.status_code == 200, (answer.url, answer.text[:300])
+    notebook = f"{hub['course']}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    assert urlsplit(answer.url).path == f"/user/{bo_name}/lab/tree/{notebook}", answer.url
+    bo = LaunchedUser(hub["url"], bo_name, browser)
+    assert bo.get_notebook(notebook)["cells"]   # fetched into her server, opened
+    assert groups_of(hub, bo_name) == {f"nbgrader-{hub['course']}"}
+    home = hub["dir"] / "homes" / bo_name
+    assert home.stat().st_mode & 0o777 == 0o700 and home.stat().st_uid == pwd.getpwnam(bo_name).pw_uid
+    # a course link (no assignment): the course's assignment list, each a link that opens it
+    browser, answer = launch(hub, "cy")
+    answer = _landed(hub, cy_name, browser, answer)
+    assert urlsplit(answer.url).path == f"/user/{cy_name}/attention/open", answer.url
+    assert ASSIGNMENT in answer.text and f"assignment={ASSIGNMENT}" in answer.text
+    users = json.loads((hub["dir"] / "courses" / hub["course"] / "lti" / "users.json").read_text())
+    assert {bo_name, cy_name} <= set(users) and users[cy_name]["sub"] == hub["people"]["cy"]["sub"]
+    # neither student may open the formgrader
+    cy = LaunchedUser(hub["url"], cy_name, browser)
+    assert cy.session.get(f"{hub['url']}/services/{hub['course']}/formgrader", allow_redirects=True,
+                          timeout=60).status_code == 403
+    # a second launch changes nothing but what the LMS says: same account, same groups
+    _, again = launch(hub, "cy")
+    assert groups_of(hub, cy_name) == {f"nbgrader-{hub['course']}"}
+    assert list(users) == sorted(users) and len(json.loads(
+        (hub["dir"] / "courses" / hub["course"] / "lti" / "users.json").read_text())) == len(users)
+
+
+HOSTILE = [
+    ("wrong signature", {"key": "other"}, "Signature verification failed"),
+    ("wrong audience", {"aud": "someone-else"}, "not for this tool"),
+    ("wrong deployment", {"deployment_id": "dep-unknown"}, "deployment 'dep-unknown'"),
+    ("expired", {"exp": -120}, "expired"),
+    ("unregistered issuer", {"issuer": "http://127.0.0.1:9/"}, "issuer"),
+]
+
+
+@needs_root
+@pytest.mark.parametrize("what, tamper, reason", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_a_hostile_launch_is_refused_with_its_reason_and_makes_no_account(lti_hub, what, tamper, reason):
+    hub = lti_hub
+    person = {"sub": f"mallory-{secrets.token_hex(3)}", "name": "Mallory", "email": "m@example.edu", "roles": [LEARNER]}
+    name = lti.local_name(hub["platform"].issuer, person["sub"])
+    before = hub_users(hub)
+    _, answer = launch(hub, person, tamper=tamper)
+    assert answer.status_code in (400, 401, 403), (what, answer.status_code, answer.url)
+    page = html.unescape(answer.text)
+    assert reason.lower() in page.lower(), (what, page[-800:])
+    assert "the launch from your lms was refused" in page.lower()
+    assert not exists(name) and hub_users(hub) == before
+
+
+@needs_root
+def test_a_context_not_in_the_roster_is_refused(lti_hub):
+    hub = lti_hub
+    person = {"sub": f"zed-{hub['tag']}", "name": "Zed", "email": "z@example.edu", "roles": [LEARNER]}
+    before = hub_users(hub)
+    _, answer = launch(hub, person, context=f"ctx-other-{hub['tag']}")
+    assert answer.status_code == 403 and "has no course on this hub" in answer.text
+    assert not exists(lti.local_name(hub["platform"].issuer, person["sub"])) and hub_users(hub) == before
+
+
+@needs_root
+def test_a_replayed_launch_is_refused_even_with_its_cookies(lti_hub):
+    hub = lti_hub
+    person = {"sub": f"rex-{hub['tag']}", "name": "Rex", "email": "r@example.edu", "roles": [LEARNER]}
+    # the platform's replay: the same id_token and state again, from the same browser
+    _, answer = launch(hub, person, tamper={"replay": True})
+    assert answer.status_code == 400 and "state missing" in answer.text
+    # an attacker who copied the whole launch (the form and the browser's cookies) and sends it again
+    browser = Recording()
+    _, first = launch(hub, person, session=browser)
+    assert first.status_code in (200, 302) or first.history
+    thief = requests.Session()
+    thief.cookies.update(browser.launch_cookies)
+    again = thief.post(f"{hub['url']}/hub/lti13/oauth_callback", data=browser.launch_form, allow_redirects=False,
+                       timeout=60)
+    assert again.status_code == 403 and "used before" in again.text
+    assert "jupyterhub-session-id" not in thief.cookies and not any(c.name.startswith("jupyterhub-hub-login")
+                                                                     for c in thief.cookies)
+
+
+@needs_root
+def test_a_learner_claiming_the_instructors_name_stays_a_student_of_her_own(lti_hub):
+    hub = lti_hub
+    ada = name_of(hub, "ada")
+    launch(hub, "ada")   # the instructor exists
+    # Eve is a Learner; her name, email, preferred username and a custom "username" all say the
+    # instructor's: she gets her own account, a student's.
+    eve = {**hub["people"]["eve"], "name": ada, "email": hub["people"]["ada"]["email"], "preferred_username": ada}
+    browser, answer = launch(hub, eve, custom={"username": ada, "user": "../x"})
+    eve_name = name_of(hub, "eve")
+    assert eve_name != ada and groups_of(hub, eve_name) == {f"nbgrader-{hub['course']}"}
+    assert f"formgrade-{hub['course']}" in groups_of(hub, ada) and eve_name not in admin(
+        hub, "GET", f"/groups/formgrade-{hub['course']}")["users"]
+    assert not exists("x") and not exists("../x")
+    # a user id with path characters: refused, no account
+    before = hub_users(hub)
+    _, answer = launch(hub, {"sub": "../x", "name": "x", "email": "x@example.edu", "roles": [LEARNER]})
+    assert answer.status_code == 403 and "(sub) has characters" in answer.text
+    assert not exists(lti.local_name(hub["platform"].issuer, "../x")) and hub_users(hub) == before
+
+
+@needs_root
+def test_hub_update_keeps_the_people_the_lms_launched(lti_hub, tmp_path):
+    hub = lti_hub
+    launch(hub, "bo")
+    roster = hub["folder"] / "instructor" / "roster.json"
+    done = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(roster), "--dir", str(hub["dir"])],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert name_of(hub, "bo") in hub_users(hub)
+    assert groups_of(hub, name_of(hub, "bo")) == {f"nbgrader-{hub['course']}"}
+    assert name_of(hub, "bo") in grp.getgrnam(course_hub.unix_group(hub["course"])).gr_mem   # the exchange's
+    people = json.loads((hub["dir"] / "courses" / hub["course"] / "people.json").read_text())
+    assert name_of(hub, "bo") in people["students"] and name_of(hub, "ada") in people["instructors"]
+
+
+@needs_root
+def test_a_deployment_added_by_hub_update_is_admitted_at_once(lti_hub):
+    hub = lti_hub
+    person = {"sub": f"dee-{hub['tag']}", "name": "Dee", "email": "d@example.edu", "roles": [LEARNER]}
+    second = f"dep-2-{hub['tag']}"
+    _, answer = launch(hub, person, tamper={"deployment_id": second})
+    assert answer.status_code == 403 and not exists(lti.local_name(hub["platform"].issuer, person["sub"]))
+    roster_file = hub["folder"] / "instructor" / "roster.json"
+    roster = json.loads(roster_file.read_text())
+    roster["lti"]["deployment_ids"].append(second)
+    roster_file.write_text(json.dumps(roster))
+    done = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(roster_file), "--dir",
+                           str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    _, answer = launch(hub, person, tamper={"deployment_id": second})
+    assert answer.status_code == 200 and exists(lti.local_name(hub["platform"].issuer, person["sub"]))
+    # a changed platform is refused by update (it needs a restart), in one line
+    roster["lti"]["issuer"] = "https://lms.example.edu"
+    roster_file.write_text(json.dumps(roster))
+    done = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(roster_file), "--dir",
+                           str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "hub stop" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_hub_configuration_signs_in_through_the_lms_with_its_people(tmp_path, monkeypatch):
+    """jupyterhub_config.py with an LTI registration in the state: the LTI authenticator, set from
+    the registration, and the people earlier launches admitted in the courses' groups."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from test_hub_roster import hub_config
+
+    pam = hub_config(tmp_path, {"nlp101": {"instructors": ["ada"], "students": ["bo"]}})
+    assert pam.JupyterHub.authenticator_class.endswith("ThrottledPAMAuthenticator")
+    registration = lti.Registration("https://lms", ("tool-1", "tool-2"), ("d1",), "https://lms/auth",
+                                    "https://lms/jwks", "https://lms/token", tmp_path / "k.pem", {"ctx": "nlp101"})
+    state = json.loads((tmp_path / "state.json").read_text())
+    (tmp_path / "state.json").write_text(json.dumps({**state, "lti": registration.as_state()}))
+    (tmp_path / "lti").mkdir()
+    (tmp_path / "lti" / "members.json").write_text(json.dumps(
+        {"nlp101": {"instructors": ["lti-aaaa"], "students": ["lti-bbbb"]}}))
+    monkeypatch.setenv("ATTENTION_HUB_STATE", str(tmp_path / "state.json"))
+    config = PyFileConfigLoader("jupyterhub_config.py", path=str(course_hub.HERE)).load_config()
+    assert config.JupyterHub.authenticator_class == "autograder.jupyterhub.lti_auth.CourseLTIAuthenticator"
+    assert config.LTI13Authenticator.issuer == "https://lms" and config.LTI13Authenticator.client_id == {"tool-1",
+                                                                                                         "tool-2"}
+    assert config.LTI13Authenticator.authorize_url == "https://lms/auth"
+    assert config.LTI13Authenticator.jwks_endpoint == "https://lms/jwks"
+    assert config.Authenticator.allowed_users == {"ada", "bo", "lti-aaaa", "lti-bbbb"}
+    assert config.JupyterHub.load_groups["formgrade-nlp101"] == {"users": ["ada", "lti-aaaa"]}
+    assert config.JupyterHub.load_groups["nbgrader-nlp101"] == {"users": ["bo", "lti-bbbb"]}
+    assert lti.Registration.from_state(registration.as_state()) == registration
