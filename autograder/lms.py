@@ -79,8 +79,8 @@ def lti_dir(course: Course) -> Path:
 
 @contextmanager
 def _locked(folder: Path):
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as handle:
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)) as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
@@ -97,24 +97,34 @@ def _read_json(path: Path, what: str) -> dict:
     return data
 
 
-def remember_launch(course: Course, local_name: str, claims: dict) -> None:
-    """Keep what a verified launch into the course tells the grade push: the user's LMS id and
-    name (``users.json``), and the context's AGS and NRPS endpoints (``services.json``)."""
+def remember_launch(course: Course, local_name: str, claims: dict, owner: tuple[int, int] | None = None) -> None:
+    """Keep what a verified launch into the course tells the grade push: the user's LMS id, name
+    and e-mail if given (``users.json``), and the context's AGS and NRPS endpoints
+    (``services.json``); both readable by their owner only (``owner``: uid and gid to give them,
+    the course's grader account on a hub)."""
     check_id("student", local_name)
     folder = lti_dir(course)
     with _locked(folder):
         users = _read_json(folder / USERS_FILE, "the LMS users")
         entry = {"sub": str(claims["sub"]), "name": claims.get("name") or ""}
+        if claims.get("email"):
+            entry["email"] = str(claims["email"])
         if users.get(local_name) != entry:
             users[local_name] = entry
-            atomic_write(folder / USERS_FILE, json.dumps(users, indent=1, sort_keys=True), mode=0o640)
+            _write_private(folder / USERS_FILE, json.dumps(users, indent=1, sort_keys=True), owner)
         ags, nrps = claims.get(AGS_CLAIM) or {}, claims.get(NRPS_CLAIM) or {}
         services = {"context_id": (claims.get(CONTEXT_CLAIM) or {}).get("id"), "lineitems": ags.get("lineitems"),
                     "scope": sorted(ags.get("scope") or []),
                     "context_memberships_url": nrps.get("context_memberships_url")}
         services = {k: v for k, v in services.items() if v}
         if services.get("lineitems") and _read_json(folder / SERVICES_FILE, "the LMS services") != services:
-            atomic_write(folder / SERVICES_FILE, json.dumps(services, indent=1, sort_keys=True), mode=0o640)
+            _write_private(folder / SERVICES_FILE, json.dumps(services, indent=1, sort_keys=True), owner)
+
+
+def _write_private(path: Path, text: str, owner: tuple[int, int] | None) -> None:
+    atomic_write(path, text, mode=0o600)
+    if owner is not None:
+        os.chown(path, *owner)
 
 
 # --- the LMS of the course ----------------------------------------------------------------------
@@ -473,7 +483,9 @@ def members(course: Course, roster: Path, echo: Callable[[str], None] = print) -
         raise
     except Exception as exc:  # noqa: BLE001 - the LMS's refusal or the network, in one line
         raise GradingError(f"the LMS's class list could not be read ({lms_reason(exc)})") from None
-    local = sorted(set(people["students"]) | set(people["instructors"]))
+    # (the roster's people and those the LMS's launches admitted: an LTI hub's roster may list nobody)
+    launched = _read_json(lti_dir(course) / USERS_FILE, "the LMS users")
+    local = sorted(set(people["students"]) | set(people["instructors"]) | set(launched))
     users = lms_users(course, found, local)
     active = [m for m in found if m.get("status", "Active") == "Active"]
     matched = set(users.values())

@@ -42,7 +42,8 @@ from tornado import web
 from traitlets import Unicode
 
 from autograder import hub as course_hub
-from autograder import lti
+from autograder import lms, lti
+from autograder.course import Course
 
 REFUSED = "The launch from your LMS was refused"
 _provision_lock = threading.Lock()
@@ -60,7 +61,7 @@ def lti_members(hub_dir: Path) -> dict:
         return {}
 
 
-def provision(state: dict, admitted: dict) -> None:
+def provision(state: dict, admitted: dict, claims: dict) -> None:
     """The account, the course's Unix group, and the records of an admitted launch; idempotent,
     one at a time (a class launching at once: each account made once), safe beside ``hub update``."""
     hub_dir = Path(state["hub_dir"])
@@ -87,16 +88,11 @@ def provision(state: dict, admitted: dict) -> None:
         users_dir = course_dir / "lti"
         users_dir.mkdir(mode=0o700, exist_ok=True)
         os.chown(users_dir, grader.pw_uid, grader.pw_gid)
-        users_file = users_dir / "users.json"
-        try:
-            users = json.loads(users_file.read_text())
-        except (OSError, ValueError):
-            users = {}
-        person = {"sub": admitted["sub"], "name": admitted["display_name"], "email": admitted["email"]}
-        if users.get(name) != person:
-            users[name] = person
-            course_hub._write(users_file, json.dumps(users, indent=1, sort_keys=True), 0o600)
-            os.chown(users_file, grader.pw_uid, grader.pw_gid)
+        # who she is in the LMS and the context's grade and class-list services: what lms push reads
+        lms.remember_launch(Course(root=course_dir, source=course_dir, course_id=course), name,
+                            {**claims, "name": admitted["display_name"], "email": admitted["email"]},
+                            owner=(grader.pw_uid, grader.pw_gid))
+        os.chown(users_dir / ".lock", grader.pw_uid, grader.pw_gid)
         # the check service's list of the course's people (hub.py's _course_settings), with her in it
         people_file = course_dir / course_hub.PEOPLE_FILE
         try:
@@ -264,7 +260,7 @@ class CourseLTIAuthenticator(LTI13Authenticator):
             self.log.warning("LTI launch refused (sub %r): %s", data.get("sub"), exc)
             raise web.HTTPError(403, f"{REFUSED}: {exc}") from None
         state = self._state()
-        await asyncio.get_running_loop().run_in_executor(None, provision, state, admitted)
+        await asyncio.get_running_loop().run_in_executor(None, provision, state, admitted, data)
         if handler is not None:
             handler._lti_admitted = admitted
         self.log.info("LTI launch: %s (sub %r) as %s of %s", admitted["name"], admitted["sub"], admitted["role"],

@@ -251,6 +251,11 @@ def test_the_instructor_lands_in_the_formgrader_and_releases(lti_hub):
     users_file = hub["dir"] / "courses" / hub["course"] / "lti" / "users.json"
     assert users_file.stat().st_mode & 0o777 == 0o600
     assert users_file.stat().st_uid == pwd.getpwnam(f"grader-{hub['course']}").pw_uid
+    # and what the grade push needs of the LMS: the context's line items and class list, as her launch named them
+    services_file = users_file.with_name("services.json")
+    services = json.loads(services_file.read_text())
+    assert services["lineitems"].startswith(hub["platform"].issuer) and services["context_memberships_url"]
+    assert services_file.stat().st_mode & 0o777 == 0o600 and services_file.stat().st_uid == users_file.stat().st_uid
     # the instructor's session works the course's grader service: release and publish the assignment
     ada = LaunchedUser(hub["url"], name, browser)
     code = ("import subprocess, sys\n"
@@ -308,6 +313,30 @@ def test_students_land_on_the_assignment_the_link_names_or_the_course_list(lti_h
     assert groups_of(hub, cy_name) == {f"nbgrader-{hub['course']}"}
     assert list(users) == sorted(users) and len(json.loads(
         (hub["dir"] / "courses" / hub["course"] / "lti" / "users.json").read_text())) == len(users)
+
+
+def test_the_lms_services_work_from_what_the_launches_recorded(lti_hub):
+    """After the launches above, the instructor's ``lms`` commands (as root, beside the hub) reach the
+    LMS with the tool's key, whose public half the platform fetched from the hub's JWKS URL: the
+    class list matches everyone who launched, and a dry run of the grade push reads the LMS's line
+    items (through a token the platform granted) and changes nothing."""
+    hub = lti_hub
+    course_dir = hub["dir"] / "courses" / hub["course"]
+    command = [sys.executable, "-m", "autograder", "--course-dir", str(course_dir), "--course-id", hub["course"],
+               "lms"]
+    roster = ["--roster", str(hub["folder"] / "instructor" / "roster.json")]
+    members = subprocess.run([*command, "members", *roster], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert members.returncode == 0, members.stderr
+    launched = json.loads((course_dir / "lti" / "users.json").read_text())
+    assert f"{len(hub['people'])} in the LMS course {hub['context']}" in members.stdout, members.stdout
+    assert "in the roster, not in the LMS" not in members.stdout and \
+        members.stdout.count("in the LMS, not in the roster") == len(hub["people"]) - len(launched), members.stdout
+    pushed = subprocess.run([*command, "push", ASSIGNMENT, "--dry-run", *roster], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert pushed.returncode == 0, pushed.stderr
+    # (nobody has handed anything in: the line item is all there is to make)
+    assert f"line item '{ASSIGNMENT}'" in pushed.stdout and "would be created" in pushed.stdout, pushed.stdout
+    assert hub["platform"].line_items(hub["context"]) == []   # a dry run makes nothing in the LMS
 
 
 HOSTILE = [
