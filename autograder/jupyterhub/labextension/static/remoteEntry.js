@@ -7,12 +7,16 @@
  * button saves the notebook, submits the assignment through nbgrader's own endpoint of the
  * student's server (the same as the Assignments tab's Submit), and opens the check's page from the
  * course's check service (/services/checks-<course>/assignments/<assignment>) beside the
- * notebook, in a frame that runs no script: the page refreshes itself until the check is done.
+ * notebook, in a frame that runs no script (sandboxed without allow-scripts). While the check waits
+ * or runs, the page asks to be loaded again (<meta http-equiv="refresh">); a browser refuses that
+ * in such a frame, so the extension reloads the frame for it, until the page no longer asks.
+ * Another click on the same assignment reuses its panel.
  */
 (function () {
   'use strict';
   var NAME = 'attention-course-check';
   var shared = null;
+  var panels = {};   // the open check panel of each course/assignment
 
   function load(name) {
     var versions = shared && shared[name];
@@ -33,6 +37,32 @@
       return null;
     }
     return { course: parts[parts.length - 3], assignment: parts[parts.length - 2] };
+  }
+
+  // Does for the frame what its sandbox refuses the page: a load again after the delay that the
+  // page's <meta http-equiv="refresh"> asks for (the frame's document is of the hub's own origin).
+  function followRefresh(widget, iframe) {
+    var timer = null;
+    iframe.addEventListener('load', function () {
+      clearTimeout(timer);
+      var doc = null;
+      try {
+        doc = iframe.contentDocument;
+      } catch (error) {
+        return;   // (not the check service's page: nothing to follow)
+      }
+      var meta = doc && doc.querySelector('meta[http-equiv="refresh" i]');
+      if (!meta) {
+        return;
+      }
+      var seconds = parseFloat(meta.getAttribute('content'));
+      timer = setTimeout(function () {
+        if (!widget.isDisposed) {
+          iframe.contentWindow.location.reload();
+        }
+      }, (seconds >= 1 ? seconds : 2) * 1000);
+    });
+    widget.disposed.connect(function () { clearTimeout(timer); });
   }
 
   function checkMyWork(app, lib, context) {
@@ -56,12 +86,21 @@
         }
       });
     }).then(function () {
+      var key = found.course + '/' + found.assignment;
+      var open = panels[key];
+      if (open && !open.isDisposed) {
+        open.content.node.querySelector('iframe').contentWindow.location.replace(page);
+        app.shell.activateById(open.id);
+        return;
+      }
       var frame = new lib.apputils.IFrame({ sandbox: ['allow-same-origin'], referrerPolicy: 'no-referrer' });
       frame.url = page;
       var widget = new lib.apputils.MainAreaWidget({ content: frame });
       widget.id = NAME + '-' + found.course + '-' + found.assignment + '-' + Date.now();
       widget.title.label = 'Check: ' + found.assignment;
       widget.title.closable = true;
+      followRefresh(widget, frame.node.querySelector('iframe'));
+      panels[key] = widget;
       app.shell.add(widget, 'main', { mode: 'split-right' });
     }).catch(function (error) {
       return lib.apputils.showErrorMessage('Check my work', error);
@@ -87,7 +126,11 @@
                 tooltip: 'Submit this assignment and see its check (feedback, not your grade)',
                 onClick: function () { checkMyWork(app, lib, context); }
               });
-              panel.toolbar.insertItem(10, NAME, button);
+              // Near the toolbar's start: a narrow notebook (beside the check's panel, say) moves
+              // the toolbar's last items into its "more" menu.
+              if (!panel.toolbar.insertAfter('save', NAME, button)) {
+                panel.toolbar.insertItem(0, NAME, button);
+              }
               return button;
             }
           });
