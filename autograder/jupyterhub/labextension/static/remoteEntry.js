@@ -10,13 +10,15 @@
  * notebook, in a frame that runs no script (sandboxed without allow-scripts). While the check waits
  * or runs, the page asks to be loaded again (<meta http-equiv="refresh">); a browser refuses that
  * in such a frame, so the extension reloads the frame for it, until the page no longer asks.
- * Another click on the same assignment reuses its panel.
+ * The panel opens once the service has seen the submission (its JSON API), not to show the check
+ * before it; another click on the same assignment reuses the panel.
  */
 (function () {
   'use strict';
   var NAME = 'attention-course-check';
   var shared = null;
   var panels = {};   // the open check panel of each course/assignment
+  var WAIT_MS = 30000;   // the longest wait for the check service to see a submission
 
   function load(name) {
     var versions = shared && shared[name];
@@ -65,15 +67,50 @@
     widget.disposed.connect(function () { clearTimeout(timer); });
   }
 
+  // The check service's answer about the student's newest check of the assignment ({state: null}
+  // when there is none; null when the service did not answer). A GET signs the lab's session in
+  // to the service (the hub's OAuth, redirects of the same origin); a POST also asks the service
+  // to look at the exchange now.
+  function newestCheck(api, method) {
+    return fetch(api, { method: method, credentials: 'same-origin', headers: { Accept: 'application/json' } })
+      .then(function (response) {
+        return response.ok ? response.json() : null;
+      })
+      .catch(function () {
+        return null;
+      });
+  }
+
+  // Resolves once the service has the submission just made (its newest check is not the one of
+  // ``before``), or after WAIT_MS: the page would otherwise show the check before it, done, and
+  // never load again.
+  function newSubmissionSeen(api, before) {
+    var deadline = Date.now() + WAIT_MS;
+    function poll() {
+      return newestCheck(api, 'POST').then(function (answer) {
+        if ((answer && answer.state !== null && answer.submitted !== before.submitted) || Date.now() > deadline) {
+          return;
+        }
+        return new Promise(function (resolve) { setTimeout(resolve, 1000); }).then(poll);
+      });
+    }
+    return before ? poll() : Promise.resolve();
+  }
+
   function checkMyWork(app, lib, context) {
     var found = where(context.path);
     var settings = lib.services.ServerConnection.makeSettings();
     var hubPrefix = lib.coreutils.PageConfig.getOption('hubPrefix') || '/hub/';
     var base = hubPrefix.replace(/hub\/?$/, '');
-    var page = base + 'services/checks-' + encodeURIComponent(found.course) + '/assignments/' +
-      encodeURIComponent(found.assignment);
+    var service = base + 'services/checks-' + encodeURIComponent(found.course) + '/';
+    var page = service + 'assignments/' + encodeURIComponent(found.assignment);
+    var api = service + 'api/assignments/' + encodeURIComponent(found.assignment);
     var body = new URLSearchParams({ course_id: found.course, assignment_id: found.assignment });
-    return context.save().then(function () {
+    var before = null;
+    return newestCheck(api, 'GET').then(function (answer) {
+      before = answer;
+      return context.save();
+    }).then(function () {
       return lib.services.ServerConnection.makeRequest(
         lib.coreutils.URLExt.join(settings.baseUrl, 'assignments', 'submit'),
         { method: 'POST', body: body.toString(),
@@ -85,6 +122,8 @@
           throw new Error('the submission did not go through: ' + String(answer.value || response.status));
         }
       });
+    }).then(function () {
+      return newSubmissionSeen(api, before);
     }).then(function () {
       var key = found.course + '/' + found.assignment;
       var open = panels[key];
