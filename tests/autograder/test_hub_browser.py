@@ -149,5 +149,8 @@ def test_check_my_work_submits_and_shows_the_check_beside_the_notebook(hub, user
                   if (EXTENSION in problem or problem.startswith("uncaught exception"))
                   and REFRESH_REFUSED not in problem]
         assert errors == [], errors
+        # (and the lab saves bo's layout in his home: the fork server's frozen JupyterLab folders)
+        failed = [problem for problem in page.problems if problem.startswith("failed request: HTTP 5")]
+        assert failed == [], failed
         assert not page.evaluate("Array.from(document.querySelectorAll('.jp-Dialog')).map(d => d.textContent)"
                                  ".filter(t => t.includes('Check my work')).length"), "an error dialog opened"
