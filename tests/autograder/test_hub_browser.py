@@ -9,7 +9,9 @@ notebook in JupyterLab, finds "Check my work" on its toolbar (the hub's own exte
 the exchange, a panel "Check: <assignment>" must open with the check service's page in a frame
 that runs no script, and that page must come to say "checked" with full points, although the
 browser refuses the page's own refresh in such a frame (the extension reloads it instead). A
-second click reuses the panel and shows the newer check. Nothing the extension runs may fail.
+second click reuses the panel and shows the newer check, not the one before it (the extension
+waits until the service has the submission). Nothing the extension runs may fail, and the lab
+sees no server error.
 """
 
 from __future__ import annotations
@@ -120,6 +122,13 @@ def test_check_my_work_submits_and_shows_the_check_beside_the_notebook(hub, user
             f"no notebook with the button at {page.evaluate('location.href')}: {page.problems}"
         assert urlsplit(page.evaluate("location.href")).path.endswith(f"/tree/{path}")
         assert page.evaluate(f"document.querySelector('{BUTTON}').textContent.trim()") == "Check my work"
+
+        # What the button asks the check service first (it must know which check is bo's newest, not
+        # to show that one as his new check): from a lab not yet signed in to the service, an
+        # answer, through the hub's OAuth redirects.
+        api = f"/services/checks-{course}/api/assignments/{ASSIGNMENT}"
+        assert page.evaluate(f"fetch('{api}', {{headers: {{Accept: 'application/json'}}}})"
+                             ".then(r => r.ok ? r.json() : r.status)") == {"state": None}
 
         click(page, BUTTON)
         assert until(page, f"{CHECK_TABS}.length", 60) == 1, f"no check panel opened: {page.problems}"
