@@ -287,8 +287,10 @@ class Queue:
 
 # --- the student's page ---------------------------------------------------------------------------
 
-POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; "
-          "frame-ancestors 'self'")
+# The page's copy of the policy (a <meta>) leaves out frame-ancestors, which a browser takes from a
+# header only (it logs an error for it in a <meta>); the service sends POLICY, all of it, as a header.
+PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+POLICY = PAGE_POLICY + "; frame-ancestors 'self'"
 _STATE_TEXT = {QUEUED: "waiting to be checked", RUNNING: "being checked now", DONE: "checked",
                SUPERSEDED: "not checked: a newer submission replaced it", REFUSED: "not checked",
                FAILED: "not checked"}
@@ -321,7 +323,7 @@ def render(check: Check, rule: Policy, place: int = 0, refresh: bool = True) -> 
 
     when = check.submitted or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(check.queued))
     waiting = check.state in (QUEUED, RUNNING)
-    head = [f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">', '<meta charset="utf-8">',
+    head = [f'<meta http-equiv="Content-Security-Policy" content="{PAGE_POLICY}">', '<meta charset="utf-8">',
             f"<title>Check of {escape(check.assignment)}</title>"]
     if waiting and refresh:
         head.append('<meta http-equiv="refresh" content="2">')

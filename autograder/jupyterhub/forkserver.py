@@ -225,7 +225,7 @@ def _server(conn: socket.socket) -> int:
         os.environ.clear()
         os.environ.update(request["env"])
         argv = list(request["argv"])
-        sys.argv = [argv[0], *argv[1:]]
+        sys.argv = [argv[0], *argv[1:], *lab_folders()]
         # the path the script would have started with (not the fork server's PYTHONPATH)
         sys.path[:] = [os.path.dirname(os.path.realpath(argv[0])), *kernels.python_path(os.environ)]
 
@@ -242,6 +242,21 @@ def _server(conn: socket.socket) -> int:
     from jupyterhub.singleuser import main
 
     return main() or 0
+
+
+def lab_folders() -> list[str]:
+    """Options that give a forked server JupyterLab's folders for its user's settings and
+    workspaces, from the environment now in place (the user's). LabApp takes their defaults from
+    the environment as it is imported (``Unicode(get_workspaces_dir())``), that is, here, from the
+    fork server's HOME (``run/``, root's alone): every save of a student's layout or of a setting
+    failed (500). A server started as a new process takes them from its user's environment, as
+    these options do. None where JupyterLab was not preloaded (its import then sees the user's)."""
+    if "jupyterlab.labapp" not in sys.modules:
+        return []
+    from jupyterlab import commands
+
+    return [f"--LabApp.user_settings_dir={commands.get_user_settings_dir()}",
+            f"--LabApp.workspaces_dir={commands.get_workspaces_dir()}"]
 
 
 # --- the spawner's side -----------------------------------------------------------------------------

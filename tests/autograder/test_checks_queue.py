@@ -129,7 +129,8 @@ def test_the_page_shows_what_the_instructor_allows(queue, show):
     parsed.feed(page)
     text = " ".join(parsed.text)
     assert not [tag for tag, _ in parsed.tags if tag in ("script", "iframe", "object", "img")], "nothing runs"
-    assert ("meta", {"http-equiv": "Content-Security-Policy", "content": checks.POLICY}) in parsed.tags
+    assert ("meta", {"http-equiv": "Content-Security-Policy", "content": checks.PAGE_POLICY}) in parsed.tags
+    assert checks.POLICY.startswith(checks.PAGE_POLICY + ";")   # the header's: the same, and frame-ancestors
     assert "<script>alert(1)</script>" in text and "got (4, 3)" in text, "the visible message, as text"
     assert "ran past its 30 s time limit" in text
     assert "not your grade" in text

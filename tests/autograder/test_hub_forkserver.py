@@ -200,6 +200,19 @@ def test_a_forked_process_starts_with_the_path_its_script_would_have(monkeypatch
     assert kernels.python_path({}) == ["/usr/lib/python3.11", "/env/site-packages"]
 
 
+def test_a_forked_server_keeps_jupyterlabs_folders_in_its_users_home(monkeypatch, tmp_path):
+    from jupyterlab import labapp   # (imported as the fork server imports it: here, with this HOME)
+
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))   # the user's, once the child has her environment
+    lab = tmp_path / ".jupyter" / "lab"
+    assert forkserver.lab_folders() == [f"--LabApp.user_settings_dir={lab / 'user-settings'}",
+                                        f"--LabApp.workspaces_dir={lab / 'workspaces'}"]
+    # what the import left as the defaults is not her home: without the options, her server used it
+    assert not labapp.LabApp.class_traits()["workspaces_dir"].default_value.startswith(str(tmp_path))
+
+
 def test_the_fork_server_and_its_children_count_as_their_hubs_only(tmp_path):
     mine, other = tmp_path / "hub", tmp_path / "other-hub"
     marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
