@@ -19,6 +19,7 @@ import html
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -337,6 +338,72 @@ def test_the_lms_services_work_from_what_the_launches_recorded(lti_hub):
     # (nobody has handed anything in: the line item is all there is to make)
     assert f"line item '{ASSIGNMENT}'" in pushed.stdout and "would be created" in pushed.stdout, pushed.stdout
     assert hub["platform"].line_items(hub["context"]) == []   # a dry run makes nothing in the LMS
+
+
+def _xsrf(page: str) -> str:
+    return html.unescape(re.search(r'name="_xsrf" value="([^"]+)"', page).group(1))
+
+
+@needs_root
+def test_the_instructor_previews_and_pushes_grades_from_the_hubs_lms_page(lti_hub):
+    """The hub's own page (``lms_page.py``, in the hub: the one process that may read the tool's key)
+    lists the gradebook's assignments, each with Preview and Push to the LMS as plain forms; it runs
+    no script. Preview changes nothing in the LMS; Push makes the line item, worth the gradebook's
+    points; a post without the hub's xsrf token is refused."""
+    from autograder import lms
+    from autograder.course import Course
+    from autograder.jupyterhub.lms_page import CSP
+
+    hub = lti_hub
+    url = f"{hub['url']}/hub/lms/{hub['course']}"
+    assert url in hub["printed"]   # hub start says where it is
+    browser, _ = launch(hub, "ada")
+    page = browser.get(url, timeout=60)
+    assert page.status_code == 200, page.text[:500]
+    assert page.headers["Content-Security-Policy"] == CSP and "<script" not in page.text.lower()
+    assert f"value='{ASSIGNMENT}'" in page.text and "Preview" in page.text and "Push to the LMS" in page.text
+    form = {"assignment": ASSIGNMENT, "_xsrf": _xsrf(page.text)}
+    forged = browser.post(url, data={"assignment": ASSIGNMENT, "action": "push"}, timeout=60)
+    assert forged.status_code == 403 and hub["platform"].line_items(hub["context"]) == []
+    preview = browser.post(url, data={**form, "action": "preview"}, timeout=120)
+    shown = html.unescape(preview.text)
+    assert preview.status_code == 200 and "Preview done: nothing was sent" in shown, shown[-1500:]
+    assert f"line item '{ASSIGNMENT}'" in shown and "would be created" in shown and "<script" not in shown
+    assert hub["platform"].line_items(hub["context"]) == []
+    # the page sends the tool's token only where the hub's own record of the launches says, never where the
+    # course's services.json (the grader account's, so its instructors' to write) would send it
+    kept = hub["dir"] / "lti" / "services.json"
+    assert kept.stat().st_uid == 0 and kept.stat().st_mode & 0o777 == 0o600
+    theirs = hub["dir"] / "courses" / hub["course"] / "lti" / "services.json"
+    recorded = theirs.read_text()
+    try:
+        theirs.write_text(json.dumps({**json.loads(recorded), "lineitems": "http://127.0.0.1:9/stolen",
+                                      "context_memberships_url": "http://127.0.0.1:9/stolen"}))
+        pushed = browser.post(url, data={**form, "action": "push"}, timeout=120)
+    finally:
+        theirs.write_text(recorded)
+    shown = html.unescape(pushed.text)
+    assert pushed.status_code == 200 and "Done:" in shown and "created" in shown, shown[-1500:]
+    course_dir = hub["dir"] / "courses" / hub["course"]
+    maximum, _ = lms.records_of(Course(root=course_dir, source=course_dir, course_id=hub["course"]), ASSIGNMENT)
+    items = hub["platform"].line_items(hub["context"])
+    assert [(item["resourceId"], item["scoreMaximum"]) for item in items] == [(ASSIGNMENT, maximum)]
+    # a name that is no assignment: one line that says so, nothing sent
+    odd = browser.post(url, data={**form, "assignment": "<b>../x", "action": "push"}, timeout=60)
+    assert odd.status_code == 200 and "Not done: bad assignment id" in html.unescape(odd.text)
+    assert "<b>../x" not in odd.text and len(hub["platform"].line_items(hub["context"])) == 1
+
+
+@needs_root
+def test_only_the_courses_instructors_open_its_lms_page(lti_hub):
+    hub = lti_hub
+    url = f"{hub['url']}/hub/lms/{hub['course']}"
+    anonymous = requests.get(url, allow_redirects=False, timeout=60)
+    assert anonymous.status_code == 302 and "/hub/login" in anonymous.headers["Location"]
+    student, _ = launch(hub, "cy")
+    assert student.get(url, timeout=60).status_code == 403
+    instructor, _ = launch(hub, "ada")
+    assert instructor.get(f"{hub['url']}/hub/lms/nosuchcourse", timeout=60).status_code == 404
 
 
 HOSTILE = [
