@@ -65,6 +65,21 @@ def hub_services(hub_dir: Path) -> dict:
         return {}
 
 
+def lms_courses(state_path: str):
+    """The template variable ``lms_courses`` (``JupyterHub.template_vars``): for the signed-in
+    user, the courses in an LMS whose instructor she is, for the home page's links to their pages."""
+    def courses_of(user) -> list[str]:
+        if user is None:
+            return []
+        try:
+            contexts = (json.loads(Path(state_path).read_text()).get("lti") or {}).get("contexts", {})
+        except (OSError, ValueError):
+            return []
+        groups = {group.name for group in user.groups}
+        return sorted(course for course in set(contexts.values()) if f"formgrade-{course}" in groups)
+    return courses_of
+
+
 def assignments(course: Course) -> list[str]:
     """The assignments of the course's gradebook: those a push can send (read only)."""
     if not course.db_path.exists():

@@ -358,6 +358,8 @@ def test_the_instructor_previews_and_pushes_grades_from_the_hubs_lms_page(lti_hu
     url = f"{hub['url']}/hub/lms/{hub['course']}"
     assert url in hub["printed"]   # hub start says where it is
     browser, _ = launch(hub, "ada")
+    home = browser.get(f"{hub['url']}/hub/home", timeout=60)   # and her home page links to it
+    assert home.status_code == 200 and f'href="/hub/lms/{hub["course"]}"' in home.text
     page = browser.get(url, timeout=60)
     assert page.status_code == 200, page.text[:500]
     assert page.headers["Content-Security-Policy"] == CSP and "<script" not in page.text.lower()
@@ -402,6 +404,8 @@ def test_only_the_courses_instructors_open_its_lms_page(lti_hub):
     assert anonymous.status_code == 302 and "/hub/login" in anonymous.headers["Location"]
     student, _ = launch(hub, "cy")
     assert student.get(url, timeout=60).status_code == 403
+    home = student.get(f"{hub['url']}/hub/home", timeout=60)
+    assert home.status_code == 200 and "/hub/lms/" not in home.text
     instructor, _ = launch(hub, "ada")
     assert instructor.get(f"{hub['url']}/hub/lms/nosuchcourse", timeout=60).status_code == 404
 
