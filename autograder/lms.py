@@ -19,7 +19,9 @@ What the LMS said in launches into the course, the launch side keeps in the cour
     <course dir>/lti/services.json   {"context_id": ..., "lineitems": URL, "scope": [...],
                                       "context_memberships_url": URL}
 
-(the AGS and NRPS endpoints are known to a tool only from a launch's claims). A student with no
+(the AGS and NRPS endpoints are known to a tool only from a launch's claims). On a course hub the
+hub also keeps the endpoints in a record of its own, root's (``hub_services_file``), and the push
+takes them from there: the course's files are its grader account's to write. A student with no
 launch yet is matched in the LMS's class list by ``lis_person_sourcedid`` equal to the local name,
 else by the part of the email before the '@' (if one member only has it).
 
@@ -126,6 +128,36 @@ def launch_services(claims: dict) -> dict:
     return {k: v for k, v in services.items() if v}
 
 
+def hub_services_file(hub_dir: Path) -> Path:
+    """On a course hub, the hub's own record of what verified launches named of each course's
+    services: ``{course: {"lineitems": URL, ...}}``, root's alone (``jupyterhub/lti_auth.py``
+    writes it). The push uses it, not the course's ``lti/services.json``, which the course's
+    grader account (and so its instructors) can write: the tool's access token, good for every
+    course of the LMS, goes to those URLs."""
+    return Path(hub_dir) / "lti" / SERVICES_FILE
+
+
+def hub_services(hub_dir: Path) -> dict:
+    try:
+        return json.loads(hub_services_file(hub_dir).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _services_of(course: Course) -> dict:
+    """The course's services: the hub's record when the course is on a hub (``<hub>/courses/<course>``
+    with the hub's root-owned record beside), else ``lti/services.json``."""
+    hub_dir = course.root.parents[1] if course.root.parent.name == "courses" else None
+    if hub_dir is not None:
+        try:
+            kept_by_root = hub_services_file(hub_dir).stat().st_uid == 0
+        except OSError:
+            kept_by_root = False
+        if kept_by_root:
+            return hub_services(hub_dir).get(course.course_id) or {}
+    return _read_json(lti_dir(course) / SERVICES_FILE, "the LMS services")
+
+
 def _write_private(path: Path, text: str, owner: tuple[int, int] | None) -> None:
     atomic_write(path, text, mode=0o600)
     if owner is not None:
@@ -180,8 +212,7 @@ def roster_path(given: Path | None) -> Path:
 
 def connect(course: Course, roster: Path, services: dict | None = None) -> Lms:
     """The course's LMS as the roster registers it and launches described it; every gap named.
-    ``services``: the endpoints to use instead of the course's ``services.json`` (the hub's own copy:
-    the course's grader account can write that file, and the tool's token goes to its URLs)."""
+    ``services``: the endpoints to use (default: ``_services_of(course)``)."""
     import requests
     from pylti1p3.service_connector import ServiceConnector
     from pylti1p3.tool_config import ToolConfDict
@@ -201,7 +232,7 @@ def connect(course: Course, roster: Path, services: dict | None = None) -> Lms:
         raise GradingError(f"course {course.course_id!r} has no lti_context in the roster {roster} (the LMS "
                            "course's context id, from a launch or the LMS's course settings)")
     if services is None:
-        services = _read_json(lti_dir(course) / SERVICES_FILE, "the LMS services")
+        services = _services_of(course)
     if not services.get("lineitems"):
         raise GradingError(f"no launch from the LMS into course {course.course_id!r} yet: the LMS names its "
                            f"grade service in a launch (open the course's link in the LMS once as its instructor)")

@@ -13,7 +13,8 @@ The page runs no script: each assignment of the course's gradebook has two plain
 (no API token does). A push runs in a thread of its own, never in the hub's event loop, within a
 deadline, one per course at a time; its lines are shown as ``lms push`` prints them, with the
 outcome in words. The LMS's endpoints come from the hub's own record of the launches
-(``services_file``), not from the course directory, which the course's instructors can write.
+(``lms.hub_services_file``), not from the course directory, which the course's instructors can
+write.
 """
 
 from __future__ import annotations
@@ -48,21 +49,6 @@ _running_guard = threading.Lock()
 def _lock_of(course: str) -> threading.Lock:
     with _running_guard:
         return _running.setdefault(course, threading.Lock())
-
-
-def services_file(hub_dir: Path) -> Path:
-    """The hub's own copy of what launches named of each course's grade and class-list services:
-    ``{course: {"lineitems": URL, ...}}``, root's alone. The hub's LMS page pushes with it, never
-    with the course's ``lti/services.json``, which the course's grader account (and so its
-    instructors) can write: the tool's access token, good for every course, goes to those URLs."""
-    return Path(hub_dir) / "lti" / "services.json"
-
-
-def hub_services(hub_dir: Path) -> dict:
-    try:
-        return json.loads(services_file(hub_dir).read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def lms_courses(state_path: str):
@@ -160,7 +146,7 @@ class LmsPushHandler(BaseHandler):
                     raise GradingError("the hub was started before it kept its roster's path: restart it "
                                        "(hub stop, hub start), or run `lms push` in a terminal")
                 return lms.push(course, assignment, Path(state["roster"]), dry_run=dry_run, echo=lines.append,
-                                services=hub_services(state["hub_dir"]).get(course_id, {}))
+                                services=lms.hub_services(state["hub_dir"]).get(course_id, {}))
             finally:
                 lock.release()   # when the push ends, even one that outran the page's deadline
 

@@ -45,7 +45,7 @@ from autograder import hub as course_hub
 from autograder import lms, lti
 from autograder.course import Course
 from autograder.jupyterhub.lms_page import PATH as LMS_PAGE_PATH
-from autograder.jupyterhub.lms_page import LmsPushHandler, hub_services, services_file
+from autograder.jupyterhub.lms_page import LmsPushHandler
 
 REFUSED = "The launch from your LMS was refused"
 _provision_lock = threading.Lock()
@@ -95,9 +95,9 @@ def provision(state: dict, admitted: dict, claims: dict) -> None:
                             {**claims, "name": admitted["display_name"], "email": admitted["email"]},
                             owner=(grader.pw_uid, grader.pw_gid))
         os.chown(users_dir / ".lock", grader.pw_uid, grader.pw_gid)
-        services, kept = lms.launch_services(claims), hub_services(hub_dir)
-        if services.get("lineitems") and kept.get(course) != services:
-            course_hub._write(services_file(hub_dir), json.dumps({**kept, course: services}, indent=1), 0o600)
+        services, kept = lms.launch_services(claims), lms.hub_services(hub_dir)
+        if services.get("lineitems") and kept.get(course) != services:   # the hub's own record (root's)
+            course_hub._write(lms.hub_services_file(hub_dir), json.dumps({**kept, course: services}, indent=1), 0o600)
         # the check service's list of the course's people (hub.py's _course_settings), with her in it
         people_file = course_dir / course_hub.PEOPLE_FILE
         try:

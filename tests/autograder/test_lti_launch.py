@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
 import requests
@@ -280,7 +280,7 @@ def _landed(hub, name: str, browser: requests.Session, answer: requests.Response
             assert time.monotonic() < deadline, "the student's server did not start"
             time.sleep(1)
         query = parse_qs(urlsplit(answer.url).query)
-        answer = browser.get(query["next"][0] if "next" in query else answer.url, timeout=120)
+        answer = browser.get(urljoin(answer.url, query["next"][0]) if "next" in query else answer.url, timeout=120)
     return answer
 
 
@@ -382,8 +382,14 @@ def test_the_instructor_previews_and_pushes_grades_from_the_hubs_lms_page(lti_hu
         theirs.write_text(json.dumps({**json.loads(recorded), "lineitems": "http://127.0.0.1:9/stolen",
                                       "context_memberships_url": "http://127.0.0.1:9/stolen"}))
         pushed = browser.post(url, data={**form, "action": "push"}, timeout=120)
+        # (and so does `lms push` in a terminal, as root, on the hub's course)
+        again = subprocess.run([sys.executable, "-m", "autograder", "--course-dir", str(theirs.parents[1]),
+                                "--course-id", hub["course"], "lms", "push", ASSIGNMENT, "--dry-run", "--roster",
+                                str(hub["folder"] / "instructor" / "roster.json")],
+                               cwd=REPO, capture_output=True, text=True, timeout=120)
     finally:
         theirs.write_text(recorded)
+    assert again.returncode == 0 and "dry run: nothing to change" in again.stdout, again.stdout + again.stderr
     shown = html.unescape(pushed.text)
     assert pushed.status_code == 200 and "Done:" in shown and "created" in shown, shown[-1500:]
     course_dir = hub["dir"] / "courses" / hub["course"]
