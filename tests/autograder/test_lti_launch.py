@@ -403,6 +403,30 @@ def test_the_instructor_previews_and_pushes_grades_from_the_hubs_lms_page(lti_hu
 
 
 @needs_root
+def test_one_push_of_a_course_at_a_time_from_its_lms_page(lti_hub):
+    """A second click while a push of the course runs (the LMS slow to answer) says one is running."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    hub = lti_hub
+    url = f"{hub['url']}/hub/lms/{hub['course']}"
+    browser, _ = launch(hub, "ada")
+    form = {"assignment": ASSIGNMENT, "action": "preview", "_xsrf": _xsrf(browser.get(url, timeout=60).text)}
+    hub["platform"].latency = 1.0
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(browser.post, url, data=form, timeout=120)
+            time.sleep(0.5)
+            second = browser.post(url, data=form, timeout=60)
+            first = first.result()
+    finally:
+        hub["platform"].latency = 0.0
+    assert second.status_code == 409 and "A push of this course's grades is running" in html.unescape(second.text)
+    assert first.status_code == 200 and "Preview done" in html.unescape(first.text)
+    again = browser.post(url, data=form, timeout=60)   # and once it is done, the next one runs
+    assert again.status_code == 200 and "Preview done" in html.unescape(again.text)
+
+
+@needs_root
 def test_only_the_courses_instructors_open_its_lms_page(lti_hub):
     hub = lti_hub
     url = f"{hub['url']}/hub/lms/{hub['course']}"
