@@ -195,6 +195,9 @@ def run_hub(args: argparse.Namespace) -> int:
         if state.get("lti"):
             print("people sign in from the LMS (LTI 1.3); register the tool there with:")
             print("\n".join(f"  {line}" for line in hub.lti_setup(state)))
+            if hub.lms_pages(state):
+                print("instructors push grades to the LMS (Preview, Push to the LMS) at:")
+                print("\n".join(f"  {line}" for line in hub.lms_pages(state)))
         return 0
     if args.hub_command == "update":
         lines = hub.update(args.roster, folder, create_users=args.create_users)

@@ -827,6 +827,8 @@ def start(roster_path: Path, hub_dir: Path = DEFAULT_DIR, *, port: int = 8000, i
         "keep_in_private": [str(prefix)] if _private_per_server(prefix) else [],
         # the LMS's registration (lti.py): the hub signs people in by LTI 1.3 launches (lti_auth.py)
         **({"lti": registration.as_state()} if registration else {}),
+        # the roster: the hub's "Push grades to the LMS" page reads its lti block as `lms push --roster` does
+        "roster": str(Path(roster_path).resolve()),
     }
     for key in ("created_users", "created_groups"):
         state[key] = _load(state_path).get(key, [])
@@ -1020,6 +1022,12 @@ def lti_setup(state: dict) -> list[str]:
             "a link to one assignment: custom parameter assignment=<assignment id>"]
 
 
+def lms_pages(state: dict) -> list[str]:
+    """Where each LMS course's instructors push its grades (``jupyterhub/lms_page.py``)."""
+    courses = sorted(set((state.get("lti") or {}).get("contexts", {}).values()))
+    return [f"{course}: {state['url']}/hub/lms/{course}" for course in courses]
+
+
 def update(roster_path: Path, hub_dir: Path = DEFAULT_DIR, create_users: bool = False) -> list[str]:
     """Apply a changed roster to the running hub: people added or removed (Unix accounts, course
     groups, hub users and groups), limits for servers started from now on, due dates. No one's
@@ -1054,6 +1062,7 @@ def _update_state(roster_path: Path, hub_dir: Path, roster: dict, options: dict)
                            "or was added or removed: that needs `hub stop` and `hub start`")
     if registration:
         state["lti"] = registration.as_state()   # deployments and lti_context: applied at once
+    state["roster"] = str(Path(roster_path).resolve())
     for course in state["courses"]:
         members = roster.get(course, {"instructors": [], "students": []})
         state["courses"][course].update(instructors=members["instructors"], students=members["students"])

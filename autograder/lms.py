@@ -19,7 +19,9 @@ What the LMS said in launches into the course, the launch side keeps in the cour
     <course dir>/lti/services.json   {"context_id": ..., "lineitems": URL, "scope": [...],
                                       "context_memberships_url": URL}
 
-(the AGS and NRPS endpoints are known to a tool only from a launch's claims). A student with no
+(the AGS and NRPS endpoints are known to a tool only from a launch's claims). On a course hub the
+hub also keeps the endpoints in a record of its own, root's (``hub_services_file``), and the push
+takes them from there: the course's files are its grader account's to write. A student with no
 launch yet is matched in the LMS's class list by ``lis_person_sourcedid`` equal to the local name,
 else by the part of the email before the '@' (if one member only has it).
 
@@ -112,13 +114,48 @@ def remember_launch(course: Course, local_name: str, claims: dict, owner: tuple[
         if users.get(local_name) != entry:
             users[local_name] = entry
             _write_private(folder / USERS_FILE, json.dumps(users, indent=1, sort_keys=True), owner)
-        ags, nrps = claims.get(AGS_CLAIM) or {}, claims.get(NRPS_CLAIM) or {}
-        services = {"context_id": (claims.get(CONTEXT_CLAIM) or {}).get("id"), "lineitems": ags.get("lineitems"),
-                    "scope": sorted(ags.get("scope") or []),
-                    "context_memberships_url": nrps.get("context_memberships_url")}
-        services = {k: v for k, v in services.items() if v}
+        services = launch_services(claims)
         if services.get("lineitems") and _read_json(folder / SERVICES_FILE, "the LMS services") != services:
             _write_private(folder / SERVICES_FILE, json.dumps(services, indent=1, sort_keys=True), owner)
+
+
+def launch_services(claims: dict) -> dict:
+    """The context's AGS and NRPS endpoints a verified launch named (what ``services.json`` keeps)."""
+    ags, nrps = claims.get(AGS_CLAIM) or {}, claims.get(NRPS_CLAIM) or {}
+    services = {"context_id": (claims.get(CONTEXT_CLAIM) or {}).get("id"), "lineitems": ags.get("lineitems"),
+                "scope": sorted(ags.get("scope") or []),
+                "context_memberships_url": nrps.get("context_memberships_url")}
+    return {k: v for k, v in services.items() if v}
+
+
+def hub_services_file(hub_dir: Path) -> Path:
+    """On a course hub, the hub's own record of what verified launches named of each course's
+    services: ``{course: {"lineitems": URL, ...}}``, root's alone (``jupyterhub/lti_auth.py``
+    writes it). The push uses it, not the course's ``lti/services.json``, which the course's
+    grader account (and so its instructors) can write: the tool's access token, good for every
+    course of the LMS, goes to those URLs."""
+    return Path(hub_dir) / "lti" / SERVICES_FILE
+
+
+def hub_services(hub_dir: Path) -> dict:
+    try:
+        return json.loads(hub_services_file(hub_dir).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _services_of(course: Course) -> dict:
+    """The course's services: the hub's record when the course is on a hub (``<hub>/courses/<course>``
+    with the hub's root-owned record beside), else ``lti/services.json``."""
+    hub_dir = course.root.parents[1] if course.root.parent.name == "courses" else None
+    if hub_dir is not None:
+        try:
+            kept_by_root = hub_services_file(hub_dir).stat().st_uid == 0
+        except OSError:
+            kept_by_root = False
+        if kept_by_root:
+            return hub_services(hub_dir).get(course.course_id) or {}
+    return _read_json(lti_dir(course) / SERVICES_FILE, "the LMS services")
 
 
 def _write_private(path: Path, text: str, owner: tuple[int, int] | None) -> None:
@@ -173,8 +210,9 @@ def roster_path(given: Path | None) -> Path:
     return Path(path)
 
 
-def connect(course: Course, roster: Path) -> Lms:
-    """The course's LMS as the roster registers it and launches described it; every gap named."""
+def connect(course: Course, roster: Path, services: dict | None = None) -> Lms:
+    """The course's LMS as the roster registers it and launches described it; every gap named.
+    ``services``: the endpoints to use (default: ``_services_of(course)``)."""
     import requests
     from pylti1p3.service_connector import ServiceConnector
     from pylti1p3.tool_config import ToolConfDict
@@ -193,7 +231,8 @@ def connect(course: Course, roster: Path) -> Lms:
     if context_id is None:
         raise GradingError(f"course {course.course_id!r} has no lti_context in the roster {roster} (the LMS "
                            "course's context id, from a launch or the LMS's course settings)")
-    services = _read_json(lti_dir(course) / SERVICES_FILE, "the LMS services")
+    if services is None:
+        services = _services_of(course)
     if not services.get("lineitems"):
         raise GradingError(f"no launch from the LMS into course {course.course_id!r} yet: the LMS names its "
                            f"grade service in a launch (open the course's link in the LMS once as its instructor)")
@@ -367,16 +406,16 @@ def _points(current: tuple[float, float], maximum: float) -> str:
 
 
 def push(course: Course, assignment: str, roster: Path, dry_run: bool = False,
-         echo: Callable[[str], None] = print) -> int:
+         echo: Callable[[str], None] = print, services: dict | None = None) -> int:
     """Publish the assignment's scores of record to its LMS line item. Returns the exit status:
-    1 when a score was refused or lost to the network, else 0."""
+    1 when a score was refused or lost to the network, else 0. ``services``: as ``connect``'s."""
     from pylti1p3.exception import LtiException
     from pylti1p3.grade import Grade
     from pylti1p3.lineitem import LineItem
 
     check_id("assignment", assignment)
     maximum, records = records_of(course, assignment)
-    lms = connect(course, roster)
+    lms = connect(course, roster, services)
     scopes = set(lms.services.get("scope") or [])
     if SCORE_SCOPE not in scopes:
         raise GradingError("the LMS grants this tool no score scope for the course (its AGS claim); "

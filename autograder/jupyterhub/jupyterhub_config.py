@@ -77,6 +77,11 @@ if state.get("lti"):
     c.LTI13Authenticator.jwks_endpoint = state["lti"]["jwks_url"]
     c.LTI13Authenticator.username_key = "sub"   # not used: lti.local_name derives the name from sub
     c.LTI13Authenticator.tool_name = "Attention, from scratch"
+    # the home page links each LMS course's instructors to its "Push grades to the LMS" page (lms_page.py)
+    from autograder.jupyterhub.lms_page import lms_courses
+
+    c.JupyterHub.template_paths = [str(Path(state["python_path"]) / "autograder" / "jupyterhub" / "templates")]
+    c.JupyterHub.template_vars = {"lms_courses": lms_courses(state_path)}
 elif state["authenticator"] == "dummy":
     c.JupyterHub.authenticator_class = "autograder.jupyterhub.auth.ThrottledDummyAuthenticator"
     c.DummyAuthenticator.password = (hub_dir / "dummy-password").read_text()

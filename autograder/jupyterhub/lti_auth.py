@@ -44,6 +44,8 @@ from traitlets import Unicode
 from autograder import hub as course_hub
 from autograder import lms, lti
 from autograder.course import Course
+from autograder.jupyterhub.lms_page import PATH as LMS_PAGE_PATH
+from autograder.jupyterhub.lms_page import LmsPushHandler
 
 REFUSED = "The launch from your LMS was refused"
 _provision_lock = threading.Lock()
@@ -93,6 +95,9 @@ def provision(state: dict, admitted: dict, claims: dict) -> None:
                             {**claims, "name": admitted["display_name"], "email": admitted["email"]},
                             owner=(grader.pw_uid, grader.pw_gid))
         os.chown(users_dir / ".lock", grader.pw_uid, grader.pw_gid)
+        services, kept = lms.launch_services(claims), lms.hub_services(hub_dir)
+        if services.get("lineitems") and kept.get(course) != services:   # the hub's own record (root's)
+            course_hub._write(lms.hub_services_file(hub_dir), json.dumps({**kept, course: services}, indent=1), 0o600)
         # the check service's list of the course's people (hub.py's _course_settings), with her in it
         people_file = course_dir / course_hub.PEOPLE_FILE
         try:
@@ -234,7 +239,8 @@ class CourseLTIAuthenticator(LTI13Authenticator):
         return f"{base_url.rstrip('/')}/lti13/jwks"
 
     def get_handlers(self, app):
-        return [*super().get_handlers(app), (self.jwks_url(""), JWKSHandler)]
+        # the instructors' "Push grades to the LMS" page: in the hub, the one process that may read the tool's key
+        return [*super().get_handlers(app), (self.jwks_url(""), JWKSHandler), (LMS_PAGE_PATH, LmsPushHandler)]
 
     def _first_use(self, nonce) -> bool:
         """Whether ``nonce`` is seen for the first time (kept as long as a token may be accepted)."""

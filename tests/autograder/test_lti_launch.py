@@ -19,6 +19,7 @@ import html
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
 import requests
@@ -279,7 +280,7 @@ def _landed(hub, name: str, browser: requests.Session, answer: requests.Response
             assert time.monotonic() < deadline, "the student's server did not start"
             time.sleep(1)
         query = parse_qs(urlsplit(answer.url).query)
-        answer = browser.get(query["next"][0] if "next" in query else answer.url, timeout=120)
+        answer = browser.get(urljoin(answer.url, query["next"][0]) if "next" in query else answer.url, timeout=120)
     return answer
 
 
@@ -337,6 +338,106 @@ def test_the_lms_services_work_from_what_the_launches_recorded(lti_hub):
     # (nobody has handed anything in: the line item is all there is to make)
     assert f"line item '{ASSIGNMENT}'" in pushed.stdout and "would be created" in pushed.stdout, pushed.stdout
     assert hub["platform"].line_items(hub["context"]) == []   # a dry run makes nothing in the LMS
+
+
+def _xsrf(page: str) -> str:
+    return html.unescape(re.search(r'name="_xsrf" value="([^"]+)"', page).group(1))
+
+
+@needs_root
+def test_the_instructor_previews_and_pushes_grades_from_the_hubs_lms_page(lti_hub):
+    """The hub's own page (``lms_page.py``, in the hub: the one process that may read the tool's key)
+    lists the gradebook's assignments, each with Preview and Push to the LMS as plain forms; it runs
+    no script. Preview changes nothing in the LMS; Push makes the line item, worth the gradebook's
+    points; a post without the hub's xsrf token is refused."""
+    from autograder import lms
+    from autograder.course import Course
+    from autograder.jupyterhub.lms_page import CSP
+
+    hub = lti_hub
+    url = f"{hub['url']}/hub/lms/{hub['course']}"
+    assert url in hub["printed"]   # hub start says where it is
+    browser, _ = launch(hub, "ada")
+    home = browser.get(f"{hub['url']}/hub/home", timeout=60)   # and her home page links to it
+    assert home.status_code == 200 and f'href="/hub/lms/{hub["course"]}"' in home.text
+    page = browser.get(url, timeout=60)
+    assert page.status_code == 200, page.text[:500]
+    assert page.headers["Content-Security-Policy"] == CSP and "<script" not in page.text.lower()
+    assert f"value='{ASSIGNMENT}'" in page.text and "Preview" in page.text and "Push to the LMS" in page.text
+    form = {"assignment": ASSIGNMENT, "_xsrf": _xsrf(page.text)}
+    forged = browser.post(url, data={"assignment": ASSIGNMENT, "action": "push"}, timeout=60)
+    assert forged.status_code == 403 and hub["platform"].line_items(hub["context"]) == []
+    preview = browser.post(url, data={**form, "action": "preview"}, timeout=120)
+    shown = html.unescape(preview.text)
+    assert preview.status_code == 200 and "Preview done: nothing was sent" in shown, shown[-1500:]
+    assert f"line item '{ASSIGNMENT}'" in shown and "would be created" in shown and "<script" not in shown
+    assert hub["platform"].line_items(hub["context"]) == []
+    # the page sends the tool's token only where the hub's own record of the launches says, never where the
+    # course's services.json (the grader account's, so its instructors' to write) would send it
+    kept = hub["dir"] / "lti" / "services.json"
+    assert kept.stat().st_uid == 0 and kept.stat().st_mode & 0o777 == 0o600
+    theirs = hub["dir"] / "courses" / hub["course"] / "lti" / "services.json"
+    recorded = theirs.read_text()
+    try:
+        theirs.write_text(json.dumps({**json.loads(recorded), "lineitems": "http://127.0.0.1:9/stolen",
+                                      "context_memberships_url": "http://127.0.0.1:9/stolen"}))
+        pushed = browser.post(url, data={**form, "action": "push"}, timeout=120)
+        # (and so does `lms push` in a terminal, as root, on the hub's course)
+        again = subprocess.run([sys.executable, "-m", "autograder", "--course-dir", str(theirs.parents[1]),
+                                "--course-id", hub["course"], "lms", "push", ASSIGNMENT, "--dry-run", "--roster",
+                                str(hub["folder"] / "instructor" / "roster.json")],
+                               cwd=REPO, capture_output=True, text=True, timeout=120)
+    finally:
+        theirs.write_text(recorded)
+    assert again.returncode == 0 and "dry run: nothing to change" in again.stdout, again.stdout + again.stderr
+    shown = html.unescape(pushed.text)
+    assert pushed.status_code == 200 and "Done:" in shown and "created" in shown, shown[-1500:]
+    course_dir = hub["dir"] / "courses" / hub["course"]
+    maximum, _ = lms.records_of(Course(root=course_dir, source=course_dir, course_id=hub["course"]), ASSIGNMENT)
+    items = hub["platform"].line_items(hub["context"])
+    assert [(item["resourceId"], item["scoreMaximum"]) for item in items] == [(ASSIGNMENT, maximum)]
+    # a name that is no assignment: one line that says so, nothing sent
+    odd = browser.post(url, data={**form, "assignment": "<b>../x", "action": "push"}, timeout=60)
+    assert odd.status_code == 200 and "Not done: bad assignment id" in html.unescape(odd.text)
+    assert "<b>../x" not in odd.text and len(hub["platform"].line_items(hub["context"])) == 1
+
+
+@needs_root
+def test_one_push_of_a_course_at_a_time_from_its_lms_page(lti_hub):
+    """A second click while a push of the course runs (the LMS slow to answer) says one is running."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    hub = lti_hub
+    url = f"{hub['url']}/hub/lms/{hub['course']}"
+    browser, _ = launch(hub, "ada")
+    form = {"assignment": ASSIGNMENT, "action": "preview", "_xsrf": _xsrf(browser.get(url, timeout=60).text)}
+    hub["platform"].latency = 1.0
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(browser.post, url, data=form, timeout=120)
+            time.sleep(0.5)
+            second = browser.post(url, data=form, timeout=60)
+            first = first.result()
+    finally:
+        hub["platform"].latency = 0.0
+    assert second.status_code == 409 and "A push of this course's grades is running" in html.unescape(second.text)
+    assert first.status_code == 200 and "Preview done" in html.unescape(first.text)
+    again = browser.post(url, data=form, timeout=60)   # and once it is done, the next one runs
+    assert again.status_code == 200 and "Preview done" in html.unescape(again.text)
+
+
+@needs_root
+def test_only_the_courses_instructors_open_its_lms_page(lti_hub):
+    hub = lti_hub
+    url = f"{hub['url']}/hub/lms/{hub['course']}"
+    anonymous = requests.get(url, allow_redirects=False, timeout=60)
+    assert anonymous.status_code == 302 and "/hub/login" in anonymous.headers["Location"]
+    student, _ = launch(hub, "cy")
+    assert student.get(url, timeout=60).status_code == 403
+    home = student.get(f"{hub['url']}/hub/home", timeout=60)
+    assert home.status_code == 200 and "/hub/lms/" not in home.text
+    instructor, _ = launch(hub, "ada")
+    assert instructor.get(f"{hub['url']}/hub/lms/nosuchcourse", timeout=60).status_code == 404
 
 
 HOSTILE = [
