@@ -63,6 +63,15 @@ def lti_members(hub_dir: Path) -> dict:
         return {}
 
 
+def _place(people: dict, name: str, role: str, other: str) -> bool:
+    """Put ``name`` among ``people[role]`` and out of ``people[other]``; whether that changed them."""
+    if name in people.get(role, []) and name not in people.get(other, []):
+        return False
+    people[role] = sorted(set(people.get(role, [])) | {name})
+    people[other] = sorted(set(people.get(other, [])) - {name})
+    return True
+
+
 def provision(state: dict, admitted: dict, claims: dict) -> None:
     """The account, the course's Unix group, and the records of an admitted launch; idempotent,
     one at a time (a class launching at once: each account made once), safe beside ``hub update``."""
@@ -80,9 +89,7 @@ def provision(state: dict, admitted: dict, claims: dict) -> None:
         members = lti_members(hub_dir)
         entry = members.setdefault(course, {"instructors": [], "students": []})
         role, other = ("instructors", "students") if admitted["role"] == "instructor" else ("students", "instructors")
-        if name not in entry[role] or name in entry[other]:
-            entry[role] = sorted(set(entry[role]) | {name})
-            entry[other] = sorted(set(entry[other]) - {name})
+        if _place(entry, name, role, other):
             course_hub._write(hub_file(hub_dir), json.dumps(members, indent=1), 0o600)
         spec = state["courses"][course]
         grader = pwd.getpwnam(spec["grader"])
@@ -104,9 +111,7 @@ def provision(state: dict, admitted: dict, claims: dict) -> None:
             people = json.loads(people_file.read_text())
         except (OSError, ValueError):
             people = {"instructors": [], "students": []}
-        if name not in people.get(role, []) or name in people.get(other, []):
-            people[role] = sorted(set(people.get(role, [])) | {name})
-            people[other] = sorted(set(people.get(other, [])) - {name})
+        if _place(people, name, role, other):
             course_hub._write(people_file, json.dumps(people, indent=1), 0o600)
             os.chown(people_file, grader.pw_uid, grader.pw_gid)
 

@@ -377,6 +377,13 @@ def check_page(person: HubUser, hub, assignment: str = ASSIGNMENT, until=("check
                          f"log: {log.read_text()[-2000:] if log.exists() else ''}")
 
 
+def hub_update(hub) -> None:
+    """``hub update`` with the roster as the instructor's copy now says."""
+    updated = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(hub["private"] / "roster.json"),
+                              "--dir", str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert updated.returncode == 0, updated.stderr
+
+
 def submit_again(person: HubUser, hub, notebook: dict) -> None:
     path = f"{hub['a']}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
     person.put_notebook(path, notebook)
@@ -943,17 +950,13 @@ def test_a_check_on_submit_shows_the_student_where_she_stands_and_no_more(hub, u
     roster = json.loads((hub["private"] / "roster.json").read_text())
     roster["courses"][hub["a"]]["checks"]["default"]["until_due"] = True
     (hub["private"] / "roster.json").write_text(json.dumps(roster))
-    updated = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(hub["private"] / "roster.json"),
-                              "--dir", str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert updated.returncode == 0, updated.stderr
+    hub_update(hub)
     submit_again(cy, hub, answered(cy, path, None))
     late = check_page(cy, hub, until=("not checked",), newer_than=wrong)
     assert "checks stopped at the due date" in late.lower(), late[-800:]
     roster["courses"][hub["a"]]["checks"]["default"].update(until_due=False, per_hour=20)
     (hub["private"] / "roster.json").write_text(json.dumps(roster))
-    updated = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(hub["private"] / "roster.json"),
-                              "--dir", str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert updated.returncode == 0, updated.stderr
+    hub_update(hub)
     # A flood and a hostile notebook: cy hands in an answer that never returns (each call costs the
     # service's cell limit, 30 s), then three more at once; bo's check, handed in after them, is done
     # well within one cell limit, and cy's flood is one check running and one waiting.

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
+import resource
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -91,3 +94,24 @@ class Stopwatch:
 
     def log(self, message: str) -> None:
         print(f"[{self.seconds:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+def train_run(options: list[str], folder: Path, timeout_s: float) -> dict:
+    """One run of ``attention-course train OPTIONS --out FOLDER`` in a fresh process: its last
+    summary line, its ``history.json``, its parameter count and the child's CPU seconds (start-up,
+    training and evaluations: what it would take on an idle core); stopped as hung after ``timeout_s``."""
+    import numpy as np
+
+    command = [sys.executable, "-m", "attention_course", "train", *options, "--out", str(folder), "--no-progress"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT, env=env)
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_seconds = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{completed.stderr[-3000:]}")
+    with np.load(folder / "checkpoint" / "weights.npz") as weights:
+        parameters = int(sum(weights[name].size for name in weights.files))
+    return {"summary": json.loads(completed.stdout.strip().splitlines()[-1]),
+            "history": json.loads((folder / "history.json").read_text()),
+            "parameters": parameters, "cpu_seconds": cpu_seconds}

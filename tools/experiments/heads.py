@@ -27,17 +27,11 @@ after every run, so that an experiment stopped early keeps what it measured.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
-from tools.experiments.common import RESULTS, ROOT, Stopwatch, command_line, write_results
+from tools.experiments.common import RESULTS, Stopwatch, command_line, train_run, write_results
 
 # A run's process may take this long on a busy machine before it is stopped as hung.
 WALL_CLOCK_LIMIT_S = 3 * 3600
@@ -46,20 +40,10 @@ WALL_CLOCK_LIMIT_S = 3 * 3600
 def train(heads: int, seed: int, folder: Path, max_steps: int, n_test: int, eval_every: int,
           task: str = "translation") -> dict:
     """One run of ``attention-course train --model transformer --heads HEADS`` in a fresh process; its record."""
-    command = [sys.executable, "-m", "attention_course", "train", "--track", "torch", "--task", task,
-               "--model", "transformer", "--heads", str(heads), "--seed", str(seed), "--max-steps", str(max_steps),
-               "--n-test", str(n_test), "--eval-every", str(eval_every), "--out", str(folder), "--no-progress"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=WALL_CLOCK_LIMIT_S, cwd=ROOT, env=env)
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_seconds = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
-    if completed.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{completed.stderr[-3000:]}")
-    summary = json.loads(completed.stdout.strip().splitlines()[-1])
-    with np.load(folder / "checkpoint" / "weights.npz") as weights:
-        parameters = int(sum(weights[name].size for name in weights.files))
-    history = json.loads((folder / "history.json").read_text())
+    run = train_run(["--track", "torch", "--task", task, "--model", "transformer", "--heads", str(heads),
+                     "--seed", str(seed), "--max-steps", str(max_steps), "--n-test", str(n_test),
+                     "--eval-every", str(eval_every)], folder, WALL_CLOCK_LIMIT_S)
+    summary, history, parameters, cpu_seconds = run["summary"], run["history"], run["parameters"], run["cpu_seconds"]
     return {"task": task, "heads": heads, "seed": seed, "parameters": parameters, "steps": summary["steps"],
             "test_exact_match": summary["test_exact_match"], "evaluations": history["evaluations"],
             "process_cpu_seconds": round(cpu_seconds, 1), "load_average": round(os.getloadavg()[0], 2)}

@@ -38,15 +38,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from tools.experiments.common import RESULTS, ROOT, Stopwatch, command_line, write_results
+from tools.experiments.common import RESULTS, Stopwatch, command_line, train_run, write_results
 
 TASKS = ("dates", "translation")
 MODELS = ("attention", "transformer")
@@ -72,25 +69,14 @@ def train(task: str, model: str, seed: int, folder: Path, target_accuracy: float
           max_steps: int | None = None, n_train: int | None = None, n_test: int | None = None,
           eval_every: int = 25) -> dict:
     """One run of ``attention-course train`` in a fresh process; its record."""
-    command = [sys.executable, "-m", "attention_course", "train", "--track", "torch", "--task", task, "--model", model,
-               "--seed", str(seed), "--target-accuracy", str(target_accuracy),
-               "--max-cpu-seconds", str(max_cpu_seconds),
-               "--eval-every", str(eval_every), "--out", str(folder), "--no-progress"]
+    options = ["--track", "torch", "--task", task, "--model", model, "--seed", str(seed),
+               "--target-accuracy", str(target_accuracy), "--max-cpu-seconds", str(max_cpu_seconds),
+               "--eval-every", str(eval_every)]
     for option, value in (("--max-steps", max_steps), ("--n-train", n_train), ("--n-test", n_test)):
         if value is not None:
-            command += [option, str(value)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=WALL_CLOCK_LIMIT_S, cwd=ROOT, env=env)
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # The child's CPU seconds (start-up, training and evaluations): what it would take on an idle core.
-    cpu_seconds = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
-    if completed.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{completed.stderr[-3000:]}")
-    summary = json.loads(completed.stdout.strip().splitlines()[-1])
-    with np.load(folder / "checkpoint" / "weights.npz") as weights:
-        parameters = int(sum(weights[name].size for name in weights.files))
-    history = json.loads((folder / "history.json").read_text())
+            options += [option, str(value)]
+    run = train_run(options, folder, WALL_CLOCK_LIMIT_S)
+    summary, history, parameters, cpu_seconds = run["summary"], run["history"], run["parameters"], run["cpu_seconds"]
     return {"task": task, "model": model, "seed": seed, "parameters": parameters, "steps": summary["steps"],
             "train_seconds": summary["train_seconds"], "process_cpu_seconds": round(cpu_seconds, 1),
             "test_exact_match": summary["test_exact_match"],
