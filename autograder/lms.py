@@ -104,19 +104,30 @@ def remember_launch(course: Course, local_name: str, claims: dict, owner: tuple[
     and e-mail if given (``users.json``), and the context's AGS and NRPS endpoints
     (``services.json``); both readable by their owner only (``owner``: uid and gid to give them,
     the course's grader account on a hub)."""
-    check_id("student", local_name)
+    remember_launches(course, [(local_name, claims)], owner)
+
+
+def remember_launches(course: Course, launches: list[tuple[str, dict]], owner: tuple[int, int] | None = None) -> None:
+    """``remember_launch`` for several launches into the course (a class launching at once: each
+    file written once); the services are the last launch's that names them."""
+    for local_name, _ in launches:
+        check_id("student", local_name)
     folder = lti_dir(course)
     with _locked(folder):
         users = _read_json(folder / USERS_FILE, "the LMS users")
-        entry = {"sub": str(claims["sub"]), "name": claims.get("name") or ""}
-        if claims.get("email"):
-            entry["email"] = str(claims["email"])
-        if users.get(local_name) != entry:
-            users[local_name] = entry
+        changed = False
+        for local_name, claims in launches:
+            entry = {"sub": str(claims["sub"]), "name": claims.get("name") or ""}
+            if claims.get("email"):
+                entry["email"] = str(claims["email"])
+            if users.get(local_name) != entry:
+                users[local_name], changed = entry, True
+        if changed:
             _write_private(folder / USERS_FILE, json.dumps(users, indent=1, sort_keys=True), owner)
-        services = launch_services(claims)
-        if services.get("lineitems") and _read_json(folder / SERVICES_FILE, "the LMS services") != services:
-            _write_private(folder / SERVICES_FILE, json.dumps(services, indent=1, sort_keys=True), owner)
+        named = [services for services in (launch_services(claims) for _, claims in launches)
+                 if services.get("lineitems")]
+        if named and _read_json(folder / SERVICES_FILE, "the LMS services") != named[-1]:
+            _write_private(folder / SERVICES_FILE, json.dumps(named[-1], indent=1, sort_keys=True), owner)
 
 
 def launch_services(claims: dict) -> dict:

@@ -1,6 +1,7 @@
 """A class logging in at once: N students against a course hub on this machine, through HTTP only.
 
     sudo .venv/bin/python benchmarks/hub_load.py [--students 30] [--port 8790] [--without-fork-server] [--lti]
+        [--returning] [--requests]
 
 Starts a hub (``python -m autograder hub start``, real users made for the run and removed
 after, the default limits) and then, for every student at the same moment, as a browser and
@@ -12,6 +13,9 @@ and the cell) and, once every student is idle with that kernel still open, the m
 student (their memory cgroups). With the hub's fork server (``jupyterhub/forkserver.py``), what
 it spent importing once and its resident memory, which the servers forked from it share, are
 printed apart: pages a student shares with it are charged to it, not to the student.
+
+It also says whether the hub routed two users to one port (from its log): the goal includes none.
+``--requests`` prints each request of the login stage apart (its time, and when it was answered).
 
 The baselines, measured in the same run: one student alone, before the class (the ratio
 ``class p95 / alone`` says what the crowd costs), and the CPU a server's start spends importing
@@ -110,6 +114,7 @@ class Student(threading.Thread):
         self.times: dict[str, float] = {}
         self.error: str | None = None
         self.kernel_socket = None
+        self.requests: list[tuple[str, str, float, float]] = []   # the login's: method, URL, seconds, done at
 
     def run(self) -> None:
         self.go.wait()
@@ -123,6 +128,8 @@ class Student(threading.Thread):
 
         try:
             session = requests.Session()
+            session.hooks["response"].append(lambda r, *a, **k: self.requests.append(
+                (r.request.method, r.url.split("?")[0], r.elapsed.total_seconds(), time.monotonic() - start)))
             if self.lms:
                 platform, person, context = self.lms
                 answer = platform.launch(session, person, context, "link-1", f"{self.url}/hub/lti13/oauth_login",
@@ -137,9 +144,9 @@ class Student(threading.Thread):
                                             "_xsrf": session.cookies.get("_xsrf", path="/hub/")})
                 if answer.status_code != 302:
                     raise RuntimeError(f"login: {answer.status_code}")
-            token = session.post(f"{self.url}/hub/api/users/{self.name}/tokens", json={"expires_in": 3600},
-                                 headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")},
-                                 timeout=self.timeout).json()["token"]
+            token = _json(session.post(f"{self.url}/hub/api/users/{self.name}/tokens", json={"expires_in": 3600},
+                                       headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")},
+                                       timeout=self.timeout), "token")["token"]
             api = requests.Session()
             api.headers["Authorization"] = f"token {token}"
             lap("login")
@@ -150,7 +157,7 @@ class Student(threading.Thread):
                 wait_for_server(api, self.url, self.name, self.timeout)
             lap("spawn")
             base = f"{self.url}/user/{self.name}"
-            kernel = api.post(f"{base}/api/kernels", json={"name": "python3"}, timeout=self.timeout).json()["id"]
+            kernel = _json(api.post(f"{base}/api/kernels", json={"name": "python3"}, timeout=self.timeout), "kernel")["id"]
             self.kernel_socket = websocket.create_connection(
                 f"{base.replace('http://', 'ws://')}/api/kernels/{kernel}/channels", timeout=self.timeout,
                 header=[f"Authorization: token {token}"])
@@ -162,6 +169,14 @@ class Student(threading.Thread):
             self.times["total"] = time.monotonic() - start
         except Exception as exc:  # noqa: BLE001 - a student's failure is counted, with its reason
             self.error = f"{type(exc).__name__}: {exc}"
+
+
+def _json(response: requests.Response, what: str) -> dict:
+    """The JSON of an answer, or an error that says which request got what instead."""
+    try:
+        return response.json()
+    except ValueError:
+        raise RuntimeError(f"{what}: HTTP {response.status_code}, not JSON: {response.text[:200]!r}") from None
 
 
 def wait_for_server(api: requests.Session, url: str, name: str, timeout: float) -> None:
@@ -180,7 +195,7 @@ def wait_for_server(api: requests.Session, url: str, name: str, timeout: float) 
                     raise RuntimeError(f"the server did not start: {event.get('message')}"[:300])
             if time.monotonic() > deadline:
                 break
-    model = api.get(f"{url}/hub/api/users/{name}", timeout=timeout).json()
+    model = _json(api.get(f"{url}/hub/api/users/{name}", timeout=timeout), "server model")
     if not ((model.get("servers") or {}).get("") or {}).get("ready"):
         raise RuntimeError(f"spawn timed out: {model.get('pending')!r}")
 
@@ -283,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--without-fork-server", action="store_true",
                         help="the baseline: stop the hub's fork server after start, so that every server starts "
                              "as a new process (enter.py), as before the fork server")
+    parser.add_argument("--requests", action="store_true",
+                        help="also each request of the login stage: its time and when it was answered")
     parser.add_argument("--lti", action="store_true", help="the students launch from an LTI 1.3 platform on loopback")
     parser.add_argument("--returning", action="store_true",
                         help="with --lti: each student launched once before the timed run (accounts made)")
@@ -371,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         hub_cpu = {name: process_cpu_seconds(pid) - before[name] for name, pid in hub_pids.items() if pid}
         load = os.getloadavg()
         p95 = report(f"the class at once (load average after: {load[0]:.1f})", students)
+        if args.requests:
+            requests_report(students)
         if "total" in single and "total" in p95:
             print(f"  ratio class p95 / alone, login -> first result: {p95['total'] / single['total']:.1f}")
         parts = [c for c in (user_cpu_seconds(s.name) for s in students if not s.error) if c is not None]
@@ -390,8 +409,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"p50 {percentile(memory, 50) / 2**20:.0f} MiB, max {max(memory) / 2**20:.0f} MiB"
                   + (f"; plus the fork server's {resident_mib(fork_server):.0f} MiB once (pages the students "
                      "share with it are charged to it)" if fork_server else ""))
+        shared = shared_ports(hub_dir / "logs" / "jupyterhub.log")
+        print("servers given a port another server was given: "
+              + (", ".join(f"{port} ({' and '.join(users)})" for port, users in shared.items()) or "none"))
         failures = sum(1 for s in students if s.error)
-        goal = failures == 0 and p95.get("total", 1e9) <= 30
+        goal = failures == 0 and p95.get("total", 1e9) <= 30 and not shared
         print(f"goal (0 failures, p95 login -> first result <= 30 s): {'met' if goal else 'NOT met'}")
         for student in students:
             if student.kernel_socket is not None:
@@ -413,6 +435,33 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
         if platform is not None:
             platform.stop()
+
+
+def requests_report(students: list[Student]) -> None:
+    """Each request of the login stage: how long it took (until its answer's headers) and when,
+    after the student's start, it was answered (p50 and p95 over the students)."""
+    import re
+
+    by: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for student in students:
+        for method, url, took, at in student.requests:
+            path = re.sub(r"/users/[^/]+/", "/users/NAME/", url.replace(student.url, ""))
+            by.setdefault((method, path), []).append((took, at))
+    for (method, path), values in by.items():
+        took, at = [v[0] for v in values], [v[1] for v in values]
+        print(f"    {method} {path}: took p50 {percentile(took, 50):.2f} s, p95 {percentile(took, 95):.2f} s; "
+              f"answered at p50 {percentile(at, 50):.2f} s, p95 {percentile(at, 95):.2f} s")
+
+
+def shared_ports(log: Path) -> dict[int, list[str]]:
+    """The ports the hub routed two users' servers to (its log's "Adding user NAME to proxy ... =>
+    http://127.0.0.1:PORT"): the second could not listen, and its user reached the first's server."""
+    import re
+
+    routed: dict[int, set[str]] = {}
+    for match in re.finditer(r"Adding user (\S+) to proxy \S+ => https?://[^:\s]+:(\d+)", log.read_text()):
+        routed.setdefault(int(match.group(2)), set()).add(match.group(1))
+    return {port: sorted(users) for port, users in routed.items() if len(users) > 1}
 
 
 def _lti_names(issuer: str, subs: list[str]) -> list[str]:

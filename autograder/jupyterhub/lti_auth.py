@@ -72,48 +72,85 @@ def _place(people: dict, name: str, role: str, other: str) -> bool:
     return True
 
 
-def provision(state: dict, admitted: dict, claims: dict) -> None:
-    """The account, the course's Unix group, and the records of an admitted launch; idempotent,
-    one at a time (a class launching at once: each account made once), safe beside ``hub update``."""
+def provision(state: dict, launches: list[tuple[dict, dict]]) -> list[BaseException | None]:
+    """The accounts, the courses' Unix groups and the records of admitted launches (``(admitted,
+    claims)`` each); idempotent, one batch at a time, safe beside ``hub update``. A class launching
+    at once is one batch, or a few: each account made once, and each record file written once per
+    batch, not once per student (each launch after the first waited for all before it). Returns
+    each launch's failure, or None."""
     hub_dir = Path(state["hub_dir"])
-    name, course = admitted["name"], admitted["course"]
     folder = hub_dir / "lti"
     folder.mkdir(mode=0o700, exist_ok=True)
+    outcomes: list[BaseException | None] = []
     with _provision_lock, open(os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        group = course_hub.unix_group(course)
-        if course_hub._make_user(name, hub_dir, create=True, groups=(group,)):
-            course_hub._remember(hub_dir / "state.json", hub_dir, created_users=[name])
-        elif name not in grp.getgrnam(group).gr_mem:
-            course_hub._run(["usermod", "--append", "--groups", group, name])
-        members = lti_members(hub_dir)
-        entry = members.setdefault(course, {"instructors": [], "students": []})
-        role, other = ("instructors", "students") if admitted["role"] == "instructor" else ("students", "instructors")
-        if _place(entry, name, role, other):
+        made = []
+        for admitted, _ in launches:   # the accounts: one at a time (useradd locks /etc/passwd)
+            try:
+                name, group = admitted["name"], course_hub.unix_group(admitted["course"])
+                if course_hub._make_user(name, hub_dir, create=True, groups=(group,)):
+                    made.append(name)
+                elif name not in grp.getgrnam(group).gr_mem:
+                    course_hub._run(["usermod", "--append", "--groups", group, name])
+                outcomes.append(None)
+            except Exception as exc:  # noqa: BLE001 - her launch fails with it, the others go on
+                outcomes.append(exc)
+        if made:
+            course_hub._remember(hub_dir / "state.json", hub_dir, created_users=made)
+        by_course: dict[str, list[int]] = {}
+        for index, ((admitted, _), outcome) in enumerate(zip(launches, outcomes)):
+            if outcome is None:
+                by_course.setdefault(admitted["course"], []).append(index)
+        members, changed = lti_members(hub_dir), False
+        for course, indices in by_course.items():
+            entry = members.setdefault(course, {"instructors": [], "students": []})
+            for admitted, _ in (launches[i] for i in indices):
+                changed = _place(entry, admitted["name"], *_roles(admitted)) or changed
+        if changed:
             course_hub._write(hub_file(hub_dir), json.dumps(members, indent=1), 0o600)
-        spec = state["courses"][course]
-        grader = pwd.getpwnam(spec["grader"])
-        course_dir = Path(spec["dir"])
-        users_dir = course_dir / "lti"
-        users_dir.mkdir(mode=0o700, exist_ok=True)
-        os.chown(users_dir, grader.pw_uid, grader.pw_gid)
-        # who she is in the LMS and the context's grade and class-list services: what lms push reads
-        lms.remember_launch(Course(root=course_dir, source=course_dir, course_id=course), name,
-                            {**claims, "name": admitted["display_name"], "email": admitted["email"]},
-                            owner=(grader.pw_uid, grader.pw_gid))
-        os.chown(users_dir / ".lock", grader.pw_uid, grader.pw_gid)
-        services, kept = lms.launch_services(claims), lms.hub_services(hub_dir)
-        if services.get("lineitems") and kept.get(course) != services:   # the hub's own record (root's)
-            course_hub._write(lms.hub_services_file(hub_dir), json.dumps({**kept, course: services}, indent=1), 0o600)
-        # the check service's list of the course's people (hub.py's _course_settings), with her in it
-        people_file = course_dir / course_hub.PEOPLE_FILE
-        try:
-            people = json.loads(people_file.read_text())
-        except (OSError, ValueError):
-            people = {"instructors": [], "students": []}
-        if _place(people, name, role, other):
-            course_hub._write(people_file, json.dumps(people, indent=1), 0o600)
-            os.chown(people_file, grader.pw_uid, grader.pw_gid)
+        for course, indices in by_course.items():
+            try:
+                _course_records(state, hub_dir, course, [launches[i] for i in indices])
+            except Exception as exc:  # noqa: BLE001 - this course's launches fail with it
+                for i in indices:
+                    outcomes[i] = exc
+    return outcomes
+
+
+def _roles(admitted: dict) -> tuple[str, str]:
+    """Her role among a course's people, and the one she is to be out of."""
+    return ("instructors", "students") if admitted["role"] == "instructor" else ("students", "instructors")
+
+
+def _course_records(state: dict, hub_dir: Path, course: str, launches: list[tuple[dict, dict]]) -> None:
+    spec = state["courses"][course]
+    grader = pwd.getpwnam(spec["grader"])
+    course_dir = Path(spec["dir"])
+    users_dir = course_dir / "lti"
+    users_dir.mkdir(mode=0o700, exist_ok=True)
+    os.chown(users_dir, grader.pw_uid, grader.pw_gid)
+    # who they are in the LMS and the context's grade and class-list services: what lms push reads
+    lms.remember_launches(Course(root=course_dir, source=course_dir, course_id=course),
+                          [(admitted["name"], {**claims, "name": admitted["display_name"], "email": admitted["email"]})
+                           for admitted, claims in launches], owner=(grader.pw_uid, grader.pw_gid))
+    os.chown(users_dir / ".lock", grader.pw_uid, grader.pw_gid)
+    named = [services for services in (lms.launch_services(claims) for _, claims in launches)
+             if services.get("lineitems")]
+    kept = lms.hub_services(hub_dir)
+    if named and kept.get(course) != named[-1]:   # the hub's own record (root's)
+        course_hub._write(lms.hub_services_file(hub_dir), json.dumps({**kept, course: named[-1]}, indent=1), 0o600)
+    # the check service's list of the course's people (hub.py's _course_settings), with them in it
+    people_file = course_dir / course_hub.PEOPLE_FILE
+    try:
+        people = json.loads(people_file.read_text())
+    except (OSError, ValueError):
+        people = {"instructors": [], "students": []}
+    changed = False
+    for admitted, _ in launches:
+        changed = _place(people, admitted["name"], *_roles(admitted)) or changed
+    if changed:
+        course_hub._write(people_file, json.dumps(people, indent=1), 0o600)
+        os.chown(people_file, grader.pw_uid, grader.pw_gid)
 
 
 _jwks_clients: dict[str, jwt.PyJWKClient] = {}
@@ -126,6 +163,20 @@ def jwks_client(url: str) -> jwt.PyJWKClient:
     if url not in _jwks_clients:
         _jwks_clients[url] = jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=10)
     return _jwks_clients[url]
+
+
+def kept_key(client: jwt.PyJWKClient, token: str) -> bool:
+    """Whether the key that signed ``token`` (by its kid) is among the kept keys: then nothing is
+    fetched, and the launch need not wait for a thread (a class's launches queue for the few the hub
+    has, behind the servers' starts)."""
+    kept = client.jwk_set_cache.get() if client.jwk_set_cache is not None else None
+    if kept is None:
+        return False
+    try:
+        kid = jwt.get_unverified_header(token).get("kid")
+    except jwt.PyJWTError:
+        return False
+    return any(key.key_id == kid for key in kept.keys)
 
 
 class KeptKeysValidator(LTI13LaunchValidator):
@@ -161,10 +212,11 @@ class LaunchCallbackHandler(LTI13CallbackHandler):
 
     async def post(self):
         encoded = self.get_argument("id_token", "")
-        if encoded:   # the LMS's keys fetched off the event loop, if not kept already
+        client = jwks_client(self.authenticator.jwks_endpoint)
+        if encoded and not kept_key(client, encoded):   # the LMS's keys fetched off the event loop
             try:
                 await asyncio.get_running_loop().run_in_executor(
-                    None, jwks_client(self.authenticator.jwks_endpoint).get_signing_key_from_jwt, encoded)
+                    None, client.get_signing_key_from_jwt, encoded)
             except jwt.PyJWTError:
                 pass   # said again, as the launch's reason, by the check below
         try:
@@ -231,6 +283,8 @@ class CourseLTIAuthenticator(LTI13Authenticator):
     state_path = Unicode("", help="the hub's state.json: its LTI registration and courses").tag(config=True)
 
     _seen_nonces: dict | None = None
+    _waiting: list | None = None   # launches admitted, their accounts and records not yet made
+    _provisioning: asyncio.Future | None = None
 
     @property
     def registration(self) -> lti.Registration:
@@ -246,6 +300,37 @@ class CourseLTIAuthenticator(LTI13Authenticator):
     def get_handlers(self, app):
         # the instructors' "Push grades to the LMS" page: in the hub, the one process that may read the tool's key
         return [*super().get_handlers(app), (self.jwks_url(""), JWKSHandler), (LMS_PAGE_PATH, LmsPushHandler)]
+
+    async def _provisioned(self, admitted: dict, claims: dict) -> tuple[float, float, int]:
+        """``provision`` for this launch, together with the launches that arrived while the batch
+        before was made; the seconds it waited, the seconds its batch took, and the batch's size."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if self._waiting is None:
+            self._waiting = []
+        self._waiting.append((admitted, claims, future, time.monotonic()))
+        if self._provisioning is None or self._provisioning.done():
+            self._provisioning = asyncio.ensure_future(self._provision_waiting())
+        return await future
+
+    async def _provision_waiting(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            started = time.monotonic()
+            try:
+                outcomes = await loop.run_in_executor(None, provision, self._state(),
+                                                      [(admitted, claims) for admitted, claims, _, _ in batch])
+            except Exception as exc:  # noqa: BLE001 - every launch of the batch fails with it
+                outcomes = [exc] * len(batch)
+            took = time.monotonic() - started
+            for (_, _, future, asked), outcome in zip(batch, outcomes):
+                if future.done():   # her request was given up (the browser went away): made all the same
+                    continue
+                if outcome is None:
+                    future.set_result((started - asked, took, len(batch)))
+                else:
+                    future.set_exception(outcome)
 
     def _first_use(self, nonce) -> bool:
         """Whether ``nonce`` is seen for the first time (kept as long as a token may be accepted)."""
@@ -270,12 +355,12 @@ class CourseLTIAuthenticator(LTI13Authenticator):
         except lti.LaunchRefused as exc:
             self.log.warning("LTI launch refused (sub %r): %s", data.get("sub"), exc)
             raise web.HTTPError(403, f"{REFUSED}: {exc}") from None
-        state = self._state()
-        await asyncio.get_running_loop().run_in_executor(None, provision, state, admitted, data)
+        waited, took, batch = await self._provisioned(admitted, data)
         if handler is not None:
             handler._lti_admitted = admitted
-        self.log.info("LTI launch: %s (sub %r) as %s of %s", admitted["name"], admitted["sub"], admitted["role"],
-                      admitted["course"])
+        self.log.info("LTI launch: %s (sub %r) as %s of %s (account and records: %.0f ms, %d launch(es) at once, "
+                      "after %.0f ms waiting)", admitted["name"], admitted["sub"], admitted["role"], admitted["course"],
+                      1000 * took, batch, 1000 * waited)
         return {"name": admitted["name"], "auth_state": {"lti": admitted}}
 
     def check_allowed(self, username, authentication=None):

@@ -53,6 +53,28 @@ def user_log(state: dict, user: str) -> Path:
     return Path(state["hub_dir"]) / "logs" / "users" / f"{user}.log"
 
 
+# The ports this hub has given its users' servers (held until the server stops).
+_ports_given: set[int] = set()
+
+
+def take_port(previous: int = 0) -> int:
+    """A port for a server about to start: free now (JupyterHub's ``random_port``: bound, then let
+    go) and given to no other server of this hub. ``random_port`` alone let two servers starting at
+    the same moment get the same port (seen: 1 of 30 in a class's login): the second could not
+    listen, its user's address led to the first one's server, and her server answered 404."""
+    _ports_given.discard(previous)
+    for _ in range(1000):
+        port = random_port()
+        if port not in _ports_given:
+            _ports_given.add(port)
+            return port
+    raise RuntimeError(f"no free port for a server: the {len(_ports_given)} ports this hub's servers hold come back")
+
+
+def give_back_port(port: int) -> None:
+    _ports_given.discard(port)
+
+
 # The hub's replacement of a fork server that died or stopped answering: one at a time.
 _replacing: asyncio.Future | None = None
 
@@ -133,12 +155,23 @@ class CourseSpawner(LocalProcessSpawner):
         return env
 
     async def start(self):
+        # a port of its own each time (LocalProcessSpawner keeps the last one, and asks random_port
+        # only for the first start): nothing may be listening there now
+        self.port = take_port(self.port)
+        try:
+            return await self._start()
+        except BaseException:
+            give_back_port(self.port)
+            raise
+
+    async def _start(self):
         state = self._state()
         account = pwd.getpwnam(self.user.name)
         cap = limits.Limits(**state["limits"])
         home = hub_home(state, self.user.name)
-        limits.mount_home(Path(state["hub_dir"]) / "images" / f"{self.user.name}.img", home, cap.disk,
-                          account.pw_uid, account.pw_gid)
+        # off the event loop: the first start of a user from the LMS makes her home's filesystem
+        await asyncio.to_thread(limits.mount_home, Path(state["hub_dir"]) / "images" / f"{self.user.name}.img", home,
+                                cap.disk, account.pw_uid, account.pw_gid)
         bases = {name: Path(path) for name, path in state.get("cgroups", {}).items()}
         limits.end_user_cgroups(bases, self.user.name)   # nothing of an earlier server is left
         procs = limits.make_user_cgroups(bases, self.user.name, cap)
@@ -178,8 +211,6 @@ class CourseSpawner(LocalProcessSpawner):
 
     async def _fork(self, state: dict, plan: dict) -> tuple[str, int] | None:
         """Ask the fork server for the server; None if the server is to start as a new process."""
-        if self.port == 0:
-            self.port = random_port()
         argv = [*state["singleuser_cmd"], *self.get_args()]
         # The thread owns its copy of the server's output, and closes it: a start given up here
         # (cancelled) cannot close a descriptor the thread is about to send.
@@ -213,6 +244,7 @@ class CourseSpawner(LocalProcessSpawner):
 
     async def stop(self, now=False):
         await super().stop(now=now)
+        give_back_port(self.port)
         state = self._state()
         bases = {name: Path(path) for name, path in state.get("cgroups", {}).items()}
         limits.end_user_cgroups(bases, self.user.name)

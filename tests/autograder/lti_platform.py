@@ -163,10 +163,11 @@ class _Request(Request):
 class _Launch(LTIAdvantageMessageLaunchAbstract):
     """The id_token of one launch, signed by the platform's key (or, tampered, not)."""
 
-    def __init__(self, request, platform_config, tamper: dict, other_key) -> None:
+    def __init__(self, request, platform_config, tamper: dict, other_key, signing_key, kid: str) -> None:
         super().__init__(request, platform_config)
         self._tamper = tamper
         self._other_key = other_key
+        self._signing_key, self._kid = signing_key, kid
 
     def generate_launch_request(self):
         message, state = self.get_launch_data()
@@ -183,8 +184,8 @@ class _Launch(LTIAdvantageMessageLaunchAbstract):
             else:
                 message[claim] = value
         registration = self._registration
-        key = self._other_key() if tamper.get("key") == "other" else registration.get_platform_private_key()
-        token = Registration.encode_and_sign(message, key, headers={"kid": registration.get_kid()},
+        key = self._other_key() if tamper.get("key") == "other" else self._signing_key
+        token = Registration.encode_and_sign(message, key, headers={"kid": self._kid},
                                              expiration=int(tamper.get("exp", self.id_token_expiration)))
         return {"state": state, "id_token": token}
 
@@ -361,6 +362,10 @@ class Platform:
         self.latency = latency   # seconds each token and service request waits, as across the internet
         self.page_size = page_size   # containers paged even when the tool asks no limit (as Canvas does)
         self._key = _new_key()
+        # loaded once, as a platform keeps its key: lti1p3platform loads the PEM twice for each
+        # id_token (its signature, its kid), 28 ms each here (the key's checks), on the CPUs that the hub
+        # under test shares with it
+        self._signing_key = serialization.load_pem_private_key(self._key.encode(), password=None)
         self._other = None
         registration = (Registration().set_iss(self.issuer).set_client_id(client_id)
                         .set_deployment_id(deployment_id).set_oidc_login_url(tool_login_url)
@@ -370,6 +375,7 @@ class Platform:
         else:
             registration.set_tool_key_set(tool_jwks)
         self.registration = registration
+        self._kid = registration.get_kid()
         self.conf = _PlatformConf(registration=registration, token_url=self.token_url)
         self.conf.get_registration()
         self.lock = threading.Lock()
@@ -544,7 +550,7 @@ class Platform:
             raise Refused(400, "login_required", "login_hint is not the user of this launch")
         launch = _Launch(_Request({"method": "GET", "get_data": query, "form_data": {}, "headers": {},
                                    "content_type": None, "path": "/authorize", "json": None}),
-                         self.conf, message["tamper"], self._other_key)
+                         self.conf, message["tamper"], self._other_key, self._signing_key, self._kid)
         launch.set_user_data(str(user["sub"]), list(user.get("roles") or [LEARNER]), user.get("name"),
                              user.get("email"), user.get("preferred_username"))
         launch.set_resource_link_claim(message["resource_link_id"])
