@@ -581,3 +581,91 @@ def test_the_hub_configuration_signs_in_through_the_lms_with_its_people(tmp_path
     assert config.JupyterHub.load_groups["formgrade-nlp101"] == {"users": ["ada", "lti-aaaa"]}
     assert config.JupyterHub.load_groups["nbgrader-nlp101"] == {"users": ["bo", "lti-bbbb"]}
     assert lti.Registration.from_state(registration.as_state()) == registration
+
+
+# --- a class launching at once ------------------------------------------------------------------------------
+
+@needs_root
+def test_a_batch_of_launches_makes_each_account_once_and_a_failure_stays_its_own(tmp_path):
+    """``provision`` takes the launches that arrived together: each account made once (one
+    student twice in the batch), each record file written once with all of them, and one launch
+    whose account cannot be made (its course's group is gone) fails alone."""
+    from autograder.jupyterhub import lti_auth
+
+    tag = secrets.token_hex(3)
+    course = f"b{tag}"
+    group = course_hub.unix_group(course)
+    subprocess.run(["groupadd", "--system", group], check=True)
+    course_dir = tmp_path / "courses" / course
+    course_dir.mkdir(parents=True)
+    state = {"hub_dir": str(tmp_path), "courses": {course: {"grader": "root", "dir": str(course_dir)}}}
+    lineitems = "https://lms.example/ctx/lineitems"
+
+    def arrived(i: int, role: str = "student", of: str = course) -> tuple[dict, dict]:
+        admitted = {"name": f"lti-t{tag}{i}", "course": of, "role": role, "display_name": f"Student {i}",
+                    "email": f"s{i}@example.edu", "sub": f"sub-{i}"}
+        claims = {"sub": f"sub-{i}", "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": {
+            "lineitems": lineitems, "scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/score"]}}
+        return admitted, claims
+
+    launches = [arrived(0), arrived(1), arrived(1), arrived(2, of=f"gone{tag}"), arrived(3, role="instructor")]
+    names = [f"lti-t{tag}{i}" for i in range(4)]
+    try:
+        outcomes = lti_auth.provision(state, launches)
+        assert [outcome is None for outcome in outcomes] == [True, True, True, False, True], outcomes
+        assert "gone" in str(outcomes[3]) and not exists(names[2])
+        made = [names[0], names[1], names[3]]
+        assert all(exists(name) for name in made)
+        assert set(grp.getgrnam(group).gr_mem) == set(made)
+        users = json.loads((course_dir / "lti" / "users.json").read_text())
+        assert {name: users[name]["sub"] for name in users} == {names[0]: "sub-0", names[1]: "sub-1",
+                                                               names[3]: "sub-3"}
+        people = json.loads((course_dir / course_hub.PEOPLE_FILE).read_text())
+        assert people == {"instructors": [names[3]], "students": sorted([names[0], names[1]])}
+        assert lti_auth.lti_members(tmp_path)[course] == people
+        assert set(course_hub._load(tmp_path / "state.json")["created_users"]) == set(made)
+        assert json.loads((tmp_path / "lti" / "services.json").read_text())[course]["lineitems"] == lineitems
+        # the same launches again change nothing: no account twice, the same records
+        assert lti_auth.provision(state, [launches[0], launches[4]]) == [None, None]
+        assert json.loads((course_dir / "lti" / "users.json").read_text()) == users
+    finally:
+        for name in names:
+            subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["groupdel", group], capture_output=True)
+
+
+@needs_root
+def test_a_class_launching_at_once_gets_its_accounts_and_lands(lti_hub):
+    """Eight students of the LMS launch at the same moment (their first launch): each gets her own
+    account in the course's group, her line in the records, and lands in her own server."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    hub = lti_hub
+    crowd = {f"k{i}": {"sub": f"k{i}-{hub['tag']}", "name": f"K {i}", "email": f"k{i}@example.edu",
+                       "roles": [LEARNER]} for i in range(8)}
+    for person in crowd.values():
+        hub["platform"].add_member(hub["context"], person)
+    names = {key: lti.local_name(hub["platform"].issuer, person["sub"]) for key, person in crowd.items()}
+    assert not any(exists(name) for name in names.values())
+
+    def one(key: str):
+        browser, answer = launch(hub, crowd[key])
+        return key, browser, _landed(hub, names[key], browser, answer)
+
+    with ThreadPoolExecutor(len(crowd)) as pool:
+        landed = list(pool.map(one, crowd))
+    for key, _, answer in landed:
+        assert answer.status_code == 200 and urlsplit(answer.url).path == f"/user/{names[key]}/attention/open", \
+            (key, answer.status_code, answer.url)
+    course_group = grp.getgrnam(course_hub.unix_group(hub["course"])).gr_mem
+    assert all(exists(name) and name in course_group for name in names.values())
+    users = json.loads((hub["dir"] / "courses" / hub["course"] / "lti" / "users.json").read_text())
+    assert all(users[names[key]]["sub"] == crowd[key]["sub"] for key in crowd)
+    people = json.loads((hub["dir"] / "courses" / hub["course"] / course_hub.PEOPLE_FILE).read_text())
+    assert set(names.values()) <= set(people["students"])
+    # each reached her own server (a server answers only under its own user's address), and the hub
+    # gave no two of them one port (random_port alone once did, in a class's login)
+    routed = dict(re.findall(r"Adding user (\S+) to proxy \S+ => https?://[^:\s]+:(\d+)",
+                             (hub["dir"] / "logs" / "jupyterhub.log").read_text()))
+    ports = [routed[name] for name in names.values()]
+    assert len(set(ports)) == len(crowd), ports
