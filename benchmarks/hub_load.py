@@ -1,7 +1,7 @@
 """A class logging in at once: N students against a course hub on this machine, through HTTP only.
 
     sudo .venv/bin/python benchmarks/hub_load.py [--students 30] [--port 8790] [--without-fork-server] [--lti]
-        [--returning] [--requests]
+        [--class-list | --returning] [--requests]
 
 Starts a hub (``python -m autograder hub start``, real users made for the run and removed
 after, the default limits) and then, for every student at the same moment, as a browser and
@@ -30,6 +30,10 @@ p95 login -> first result <= 30 s. Wall times depend on what else the machine ru
 the login stage is each student's whole launch (the OIDC login initiation, the platform's
 authorization, the signed id_token checked by the hub, the account made on first launch), the
 rest as above. Run it back to back with a run without the flag: the issue asks for the same p95.
+``--lti --class-list``: the LMS's class list (NRPS) names every student, and their instructor
+launches first (not timed): the hub reads the class list and makes the accounts and homes ahead,
+as ``hub start`` does a roster's (its time is printed), so that the timed launches are first
+launches with accounts made, as the PAM run's logins are.
 ``--lti --returning``: every student launched once before (one after another, not timed: their
 accounts exist, as the PAM run's do), so that the timed launch is the protocol alone.
 """
@@ -301,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", action="store_true",
                         help="also each request of the login stage: its time and when it was answered")
     parser.add_argument("--lti", action="store_true", help="the students launch from an LTI 1.3 platform on loopback")
+    parser.add_argument("--class-list", action="store_true",
+                        help="with --lti: the instructor launches first, and the hub makes the class list's accounts")
     parser.add_argument("--returning", action="store_true",
                         help="with --lti: each student launched once before the timed run (accounts made)")
     args = parser.parse_args(argv)
@@ -330,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
                                       "roles": [_lti_platform().LEARNER]} for i in range(args.students + 1)}
         names = _lti_names(platform.issuer, list(people))
         lms = (platform, dict(zip(names, people.values())), context)
+        if args.class_list:   # the LMS's class list (NRPS) has them all, and their instructor
+            for person in people.values():
+                platform.add_member(context, person)
+            teacher = {"sub": f"teacher-{tag}", "name": "Teacher", "roles": [_lti_platform().INSTRUCTOR]}
+            platform.add_member(context, teacher)
         alone, crowd = names[0], names[1:]
         roster = {"lti": {"issuer": platform.issuer, "client_id": platform.client_id,
                           "deployment_ids": [platform.deployment_id], "authorize_url": platform.authorize_url,
@@ -367,6 +378,21 @@ def main(argv: list[str] | None = None) -> int:
         untuned = import_cpu(sys.executable)
         print(f"a server's imports: {tuned:.2f} CPU s in the hub's environment, {untuned:.2f} CPU s in the "
               f"course's own (ratio {tuned / untuned:.2f})")
+        if lms and args.class_list:
+            started = time.monotonic()
+            answer = platform.launch(requests.Session(), teacher, lms[2], "link-1", f"{url}/hub/lti13/oauth_login",
+                                     follow=False)
+            if answer.status_code != 302:
+                print(f"the instructor's launch failed: {answer.status_code}", file=sys.stderr)
+                return 1
+            homes = [hub_dir / "homes" / name for name in names]
+            while not all(os.path.ismount(home) for home in homes):
+                if time.monotonic() - started > 300:
+                    print("the class list's accounts were not all made within 300 s", file=sys.stderr)
+                    return 1
+                time.sleep(0.2)
+            print(f"the instructor launched; the hub read the class list and made its {len(names)} accounts and homes "
+                  f"in {time.monotonic() - started:.1f} s")
         if lms and args.returning:
             started = time.monotonic()
             for name in crowd:

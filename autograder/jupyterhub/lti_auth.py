@@ -17,6 +17,12 @@ back to the LMS) and the hub's ``lti/members.json`` (``hub update`` keeps them),
 in the course's hub group for the role (``formgrade-<course>`` or ``nbgrader-<course>``), taken
 out of the other: the LMS says at each launch. A refused launch makes nothing and shows a page
 that says why. The tool's public keys are served at ``/hub/lti13/jwks``.
+
+A class launching at once is provisioned in batches (``provision``): the launches that arrive
+while one batch is made form the next, so that each record file is written once per batch. An
+instructor's launch also has the hub read the course's class list from the LMS (NRPS) in the
+background (``sync_class``) and make the accounts and homes of its people ahead of their first
+launch, as ``hub start`` does for a roster's.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ from traitlets import Unicode
 from autograder import hub as course_hub
 from autograder import lms, lti
 from autograder.course import Course
+from autograder.errors import GradingError
+from autograder.jupyterhub import limits as user_limits
 from autograder.jupyterhub.lms_page import PATH as LMS_PAGE_PATH
 from autograder.jupyterhub.lms_page import LmsPushHandler
 
@@ -54,6 +62,11 @@ _provision_lock = threading.Lock()
 def hub_file(hub_dir: Path) -> Path:
     """The LTI people of each course, by role: ``{course: {"instructors": [...], "students": [...]}}``."""
     return Path(hub_dir) / "lti" / "members.json"
+
+
+def nonces_file(hub_dir: Path) -> Path:
+    """The nonces of the launches accepted in the last hour, each with when it may be forgotten."""
+    return Path(hub_dir) / "lti" / "nonces.json"
 
 
 def lti_members(hub_dir: Path) -> dict:
@@ -151,6 +164,57 @@ def _course_records(state: dict, hub_dir: Path, course: str, launches: list[tupl
     if changed:
         course_hub._write(people_file, json.dumps(people, indent=1), 0o600)
         os.chown(people_file, grader.pw_uid, grader.pw_gid)
+
+
+SYNC_EVERY = 600   # seconds: an instructor's launch reads the course's class list at most this often
+
+
+def class_list(state: dict, course: str) -> list[tuple[dict, dict]]:
+    """The LMS's class list of ``course`` (Names and Role Provisioning Services, with the tool's key:
+    root's, as the hub is), as the launches of its people would be admitted: ``(admitted, claims)``
+    each, the active members with a course role only (a Mentor, someone dropped, an id with path
+    characters: left out, as their launches would be refused)."""
+    spec = state["courses"][course]
+    folder = Path(spec["dir"])
+    services = lms.hub_services(Path(state["hub_dir"])).get(course) or {}
+    if not services.get("context_memberships_url"):
+        raise GradingError(f"no launch into {course} has named the LMS's class list service (NRPS)")
+    connection = lms.connect(Course(root=folder, source=folder, course_id=course), Path(state["roster"]), services)
+    registration = lti.Registration.from_state(state["lti"])   # the hub's, which names its users
+    if (connection.registration.issuer, connection.registration.client_id) != (registration.issuer, registration.client_id):
+        raise GradingError(f"the roster's lti block names another LMS or client id than the hub was started with "
+                           f"({state['roster']}): restart the hub (hub stop, hub start) or restore it")
+    launches = []
+    for member in connection.members():
+        role = lti.course_role(member.get("roles"))
+        if member.get("status", "Active") != "Active" or role is None:
+            continue
+        try:
+            sub = lti.check_sub(member.get("user_id"))
+        except lti.LaunchRefused:
+            continue
+        admitted = {"name": lti.local_name(registration.issuer, sub), "course": course, "role": role,
+                    "sub": sub, "assignment": None, "display_name": str(member.get("name") or ""),
+                    "email": str(member.get("email") or "")}
+        launches.append((admitted, {"sub": sub}))
+    return launches
+
+
+def sync_class(state: dict, course: str) -> str:
+    """Make the accounts of the course's class list ahead of their first launch (as ``hub start``
+    makes a roster's), and the hub's users and groups with them: a class's first launches then find
+    their accounts, as PAM logins do. What it did, in one line."""
+    launches = class_list(state, course)
+    fresh = sorted({admitted["name"] for admitted, _ in launches if not course_hub._user_exists(admitted["name"])})
+    outcomes = provision(state, launches)
+    made = [name for name in fresh if course_hub._user_exists(name)]
+    failed = {admitted["name"]: str(outcome) for (admitted, _), outcome in zip(launches, outcomes) if outcome is not None}
+    course_hub.sync_people(state)
+    # their homes too, as hub start mounts a roster's (a first server then makes no filesystem)
+    course_hub.mount_homes({course: {"instructors": [], "students": made}}, Path(state["hub_dir"]),
+                           user_limits.Limits(**state["limits"]))
+    return (f"the LMS's class list of {course}: {len(launches)} with a course role, {len(made)} accounts made"
+            + "".join(f"; {name} not made: {reason}" for name, reason in sorted(failed.items())[:5]))
 
 
 _jwks_clients: dict[str, jwt.PyJWKClient] = {}
@@ -285,6 +349,7 @@ class CourseLTIAuthenticator(LTI13Authenticator):
     _seen_nonces: dict | None = None
     _waiting: list | None = None   # launches admitted, their accounts and records not yet made
     _provisioning: asyncio.Future | None = None
+    _synced: dict | None = None   # course -> when an instructor's launch last had its class list read
 
     @property
     def registration(self) -> lti.Registration:
@@ -332,16 +397,45 @@ class CourseLTIAuthenticator(LTI13Authenticator):
                 else:
                     future.set_exception(outcome)
 
-    def _first_use(self, nonce) -> bool:
-        """Whether ``nonce`` is seen for the first time (kept as long as a token may be accepted)."""
+    def _sync_soon(self, course: str) -> None:
+        """The course's class list read in the background after an instructor's launch (at most
+        every ``SYNC_EVERY`` seconds): its students' accounts are there before their first launch."""
         now = time.monotonic()
+        if self._synced is None:
+            self._synced = {}
+        if now - self._synced.get(course, -SYNC_EVERY) < SYNC_EVERY:
+            return
+        self._synced[course] = now
+
+        def done(future: asyncio.Future) -> None:
+            if future.exception() is not None:
+                self.log.warning("the LMS's class list of %s was not read: %s", course,
+                                 lms.lms_reason(future.exception()))
+            else:
+                self.log.info("%s", future.result())
+
+        asyncio.get_running_loop().run_in_executor(None, sync_class, self._state(), course).add_done_callback(done)
+
+    def _first_use(self, nonce) -> bool:
+        """Whether ``nonce`` is seen for the first time (kept as long as a token may be accepted:
+        an hour, beyond ltiauthenticator's ten minutes of age). Kept in ``<hub>/lti/nonces.json`` too
+        (root's), so that a launch copied before a restart of the hub is refused after it."""
+        now = time.time()
+        path = nonces_file(Path(self._state()["hub_dir"]))
         if self._seen_nonces is None:
-            self._seen_nonces = {}
+            try:
+                kept = json.loads(path.read_text())
+            except (OSError, ValueError):
+                kept = {}
+            self._seen_nonces = {n: float(until) for n, until in kept.items()
+                                 if isinstance(n, str) and isinstance(until, (int, float))} if isinstance(kept, dict) else {}
         for old in [n for n, until in self._seen_nonces.items() if until < now]:
             del self._seen_nonces[old]
-        if not nonce or nonce in self._seen_nonces:
+        if not isinstance(nonce, str) or not nonce or nonce in self._seen_nonces:
             return False
         self._seen_nonces[nonce] = now + 3600
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        course_hub._write(path, json.dumps(self._seen_nonces), 0o600)
         return True
 
     async def authenticate(self, handler, data=None):
@@ -356,6 +450,8 @@ class CourseLTIAuthenticator(LTI13Authenticator):
             self.log.warning("LTI launch refused (sub %r): %s", data.get("sub"), exc)
             raise web.HTTPError(403, f"{REFUSED}: {exc}") from None
         waited, took, batch = await self._provisioned(admitted, data)
+        if admitted["role"] == "instructor":
+            self._sync_soon(admitted["course"])
         if handler is not None:
             handler._lti_admitted = admitted
         self.log.info("LTI launch: %s (sub %r) as %s of %s (account and records: %.0f ms, %d launch(es) at once, "

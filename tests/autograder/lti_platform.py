@@ -346,12 +346,18 @@ def _check_score(score, item: dict) -> str:
 # --- the platform ------------------------------------------------------------------------------------
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: a class's 30 launches at once overflowed it, and the
+    # connections dropped waited a second for TCP to try again (an LMS's server keeps a long queue)
+    request_queue_size = 128
+
+
 class Platform:
     """One LTI 1.3 platform with one tool registered (see the module's docstring)."""
 
     def __init__(self, client_id: str, deployment_id: str, tool_login_url: str, tool_redirect_url,
                  tool_jwks, scopes=ALL_SCOPES, latency: float = 0.0, page_size: int | None = None) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.platform = self
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"

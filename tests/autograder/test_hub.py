@@ -484,7 +484,7 @@ def test_s2_s8_a_student_cannot_reach_what_is_not_theirs(hub, users):
     # tests and their answers (S2), each by its name
     hub_files = [hub["dir"] / name for name in ("jupyterhub.sqlite", "state.json", "jupyterhub_cookie_secret",
                                                 "admin-token", "dummy-password")] + [hub["dir"] / "logs" / "jupyterhub.log"]
-    for path in hub_files:
+    for path in [*hub_files, *hub["dir"].glob("jupyterhub.sqlite-*")]:   # (and its write-ahead log)
         assert oct(path.stat().st_mode & 0o077) == "0o0", path   # root's alone, not merely out of reach
     secrets_ = [*hub_files, hub["dir"] / "courses" / course_a / "gradebook.db",
                 REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",

@@ -552,6 +552,14 @@ def test_a_deployment_added_by_hub_update_is_admitted_at_once(lti_hub):
     done = subprocess.run([sys.executable, "-m", "autograder", "hub", "update", str(roster_file), "--dir",
                            str(hub["dir"])], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "hub stop" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    # and the hub's class list refuses to name anyone by the changed roster (names come from the issuer)
+    from autograder.errors import GradingError
+    from autograder.jupyterhub import lti_auth
+
+    with pytest.raises(GradingError, match="another LMS"):
+        lti_auth.class_list(course_hub._load(hub["dir"] / "state.json"), hub["course"])
+    roster["lti"]["issuer"] = hub["platform"].issuer
+    roster_file.write_text(json.dumps(roster))
 
 
 def test_the_hub_configuration_signs_in_through_the_lms_with_its_people(tmp_path, monkeypatch):
@@ -669,3 +677,76 @@ def test_a_class_launching_at_once_gets_its_accounts_and_lands(lti_hub):
                              (hub["dir"] / "logs" / "jupyterhub.log").read_text()))
     ports = [routed[name] for name in names.values()]
     assert len(set(ports)) == len(crowd), ports
+
+
+@needs_root
+def test_the_class_list_gives_each_student_her_account_before_her_first_launch(lti_hub):
+    """An instructor's launch has the hub read the course's class list (NRPS) in the background; what
+    it does (``lti_auth.sync_class``, run here as the hub runs it, against the real platform and the
+    hub's API) makes each active Learner's account, hub user, groups and home, and leaves out a
+    Mentor, a dropped student and a user id with path characters. Her first launch then finds it."""
+    from autograder.jupyterhub import lti_auth
+
+    hub = lti_hub
+    launch(hub, "ada")
+    log = hub["dir"] / "logs" / "jupyterhub.log"
+    deadline = time.monotonic() + 90
+    while f"the LMS's class list of {hub['course']}:" not in log.read_text():
+        assert time.monotonic() < deadline, course_hub._tail(log, 30)
+        time.sleep(0.5)
+    tag = hub["tag"]
+    joined = {key: {"sub": f"{key}-{tag}", "name": key.title(), "email": f"{key}@example.edu", "roles": [LEARNER]}
+              for key in ("nia", "omar")}
+    others = [{"sub": f"mentor-{tag}", "roles": ["http://purl.imsglobal.org/vocab/lis/v2/membership#Mentor"]},
+              {"sub": f"dropped-{tag}", "roles": [LEARNER], "status": "Inactive"},
+              {"sub": "../y", "roles": [LEARNER]}]
+    for person in [*joined.values(), *others]:
+        hub["platform"].add_member(hub["context"], person)
+    names = {key: lti.local_name(hub["platform"].issuer, person["sub"]) for key, person in joined.items()}
+    assert not any(exists(name) for name in names.values())
+    said = lti_auth.sync_class(course_hub._load(hub["dir"] / "state.json"), hub["course"])
+    assert said.startswith(f"the LMS's class list of {hub['course']}:") and "2 accounts made" in said, said
+    users = json.loads((hub["dir"] / "courses" / hub["course"] / "lti" / "users.json").read_text())
+    for key, name in names.items():
+        assert exists(name) and name in grp.getgrnam(course_hub.unix_group(hub["course"])).gr_mem
+        assert groups_of(hub, name) == {f"nbgrader-{hub['course']}"}
+        assert users[name] == {"sub": joined[key]["sub"], "name": joined[key]["name"], "email": joined[key]["email"]}
+        home = hub["dir"] / "homes" / name
+        assert os.path.ismount(home) and home.stat().st_uid == pwd.getpwnam(name).pw_uid
+    for person in others:
+        assert not exists(lti.local_name(hub["platform"].issuer, person["sub"]))
+    # a second read changes nothing
+    assert "0 accounts made" in lti_auth.sync_class(course_hub._load(hub["dir"] / "state.json"), hub["course"])
+    # her first launch: the account was there, she lands in her server
+    browser, answer = launch(hub, joined["nia"])
+    answer = _landed(hub, names["nia"], browser, answer)
+    assert answer.status_code == 200 and urlsplit(answer.url).path == f"/user/{names['nia']}/attention/open"
+
+
+def test_a_launch_seen_before_a_restart_of_the_hub_is_refused_after_it(tmp_path):
+    """The nonces of accepted launches outlive the hub's process (``lti/nonces.json``, root's): a
+    launch copied before a restart is a replay after it; one older than an hour is forgotten."""
+    pytest.importorskip("ltiauthenticator")
+    from autograder.jupyterhub import lti_auth
+
+    (tmp_path / "state.json").write_text(json.dumps({"hub_dir": str(tmp_path)}))
+
+    def hub_process():
+        return lti_auth.CourseLTIAuthenticator(state_path=str(tmp_path / "state.json"))
+
+    first = hub_process()
+    assert first._first_use("n-1") and not first._first_use("n-1")
+    assert not first._first_use("") and not first._first_use(None) and not first._first_use(["n-2"])
+    kept = lti_auth.nonces_file(tmp_path)
+    assert kept.stat().st_mode & 0o777 == 0o600 and kept.parent.stat().st_mode & 0o777 == 0o700
+    restarted = hub_process()
+    assert not restarted._first_use("n-1")          # the replay, after the restart
+    assert restarted._first_use("n-2")
+    # an hour later the first is forgotten (no token that old is accepted anyway)
+    kept.write_text(json.dumps({"n-1": time.time() - 1, "n-2": time.time() + 60}))
+    later = hub_process()
+    assert later._first_use("n-1") and not later._first_use("n-2")
+    assert "n-1" in json.loads(kept.read_text())
+    # a damaged file is no reason to refuse everyone: it starts afresh
+    kept.write_text("[not json")
+    assert hub_process()._first_use("n-3")
