@@ -226,7 +226,6 @@ def connect(course: Course, roster: Path, services: dict | None = None) -> Lms:
     ``services``: the endpoints to use (default: ``_services_of(course)``)."""
     import requests
     from pylti1p3.service_connector import ServiceConnector
-    from pylti1p3.tool_config import ToolConfDict
 
     from . import lti
     from .hub import _roster_data   # the roster file as hub start reads it (YAML or JSON, checked)
@@ -250,6 +249,17 @@ def connect(course: Course, roster: Path, services: dict | None = None) -> Lms:
     if services.get("context_id") not in (None, context_id):
         raise GradingError(f"the launches into {course.course_id!r} came from LMS course "
                            f"{services['context_id']!r}, but the roster's lti_context is {context_id!r}")
+    session = requests.Session()
+    session.headers["User-Agent"] = "attention-course-autograder (pylti1p3)"
+    session.request = _with_timeout(session.request)   # pylti1p3 sets none: a silent LMS must not hang us
+    connector = ServiceConnector(tool_registration(registration), requests_session=session)
+    return Lms(registration, context_id, services, connector, session)
+
+
+def tool_registration(registration):
+    """pylti1p3's registration of this tool with the LMS (``lti.Registration``): its key, to sign."""
+    from pylti1p3.tool_config import ToolConfDict
+
     pem = registration.private_key_pem()
     issuer, client_id = registration.issuer, registration.client_id
     config = ToolConfDict({issuer: [{"default": True, "client_id": client_id,
@@ -258,11 +268,7 @@ def connect(course: Course, roster: Path, services: dict | None = None) -> Lms:
                                      "deployment_ids": list(registration.deployment_ids)}]})
     config.set_private_key(issuer, pem, client_id=client_id)
     config.set_public_key(issuer, _public_pem(pem), client_id=client_id)   # pylti1p3 takes the kid from it
-    session = requests.Session()
-    session.headers["User-Agent"] = "attention-course-autograder (pylti1p3)"
-    session.request = _with_timeout(session.request)   # pylti1p3 sets none: a silent LMS must not hang us
-    connector = ServiceConnector(config.find_registration_by_params(issuer, client_id), requests_session=session)
-    return Lms(registration, context_id, services, connector, session)
+    return config.find_registration_by_params(issuer, client_id)
 
 
 def _with_timeout(request: Callable) -> Callable:

@@ -175,6 +175,8 @@ def public_jwk(private_pem: str) -> dict:
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 RESOURCE_LINK_REQUEST = "LtiResourceLinkRequest"
+DEEP_LINKING_REQUEST = "LtiDeepLinkingRequest"   # an instructor adding links: the hub offers its assignments
+DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
 INSTRUCTOR_ROLES = {"Instructor", "TeachingAssistant"}
 LEARNER_ROLES = {"Learner"}
 # The LMS's user id (``sub``): the spec allows any ASCII of up to 255 characters; LMSs use UUIDs,
@@ -233,9 +235,9 @@ def admit(registration: Registration, token: dict) -> dict:
     checked by ltiauthenticator) means on this hub: ``{"name", "course", "role", "assignment",
     "sub", "display_name", "email"}``; raises ``LaunchRefused`` naming what does not fit."""
     message_type = token.get(CLAIM + "message_type")
-    if message_type != RESOURCE_LINK_REQUEST:
-        raise LaunchRefused(f"the hub opens resource links only, not a {message_type!r} message (add the course's "
-                            "links as external tool links)")
+    if message_type not in (RESOURCE_LINK_REQUEST, DEEP_LINKING_REQUEST):
+        raise LaunchRefused(f"the hub opens resource links and deep linking requests only, not a {message_type!r} "
+                            "message (add the course's links as external tool links)")
     if token.get(CLAIM + "version") != "1.3.0":
         raise LaunchRefused(f"the launch is LTI version {token.get(CLAIM + 'version')!r}, not 1.3.0")
     deployment = token.get(CLAIM + "deployment_id")
@@ -252,9 +254,32 @@ def admit(registration: Registration, token: dict) -> dict:
     if role is None:
         raise LaunchRefused(f"your role in the LMS course ({', '.join(map(str, token.get(CLAIM + 'roles') or [])) or 'none'})"
                             " is neither Instructor, TeachingAssistant nor Learner")
-    return {"name": local_name(registration.issuer, sub), "course": course, "role": role, "sub": sub,
-            "assignment": assignment_of(token), "display_name": str(token.get("name") or ""),
-            "email": str(token.get("email") or "")}
+    admitted = {"name": local_name(registration.issuer, sub), "course": course, "role": role, "sub": sub,
+                "assignment": assignment_of(token), "display_name": str(token.get("name") or ""),
+                "email": str(token.get("email") or "")}
+    if message_type == DEEP_LINKING_REQUEST:
+        admitted["deep_linking"] = deep_linking_of(token, role, deployment)
+    return admitted
+
+
+def deep_linking_of(token: dict, role: str, deployment: str) -> dict:
+    """What a deep linking request asks (LTI Deep Linking 2.0): where to send the links chosen, the
+    LMS's opaque ``data`` to send back, whether it takes several. Only the course's instructors
+    add links; the LMS must take LTI resource links and name an http(s) address to return to."""
+    if role != "instructor":
+        raise LaunchRefused("only the course's instructors add links to it (a deep linking request from a Learner)")
+    settings = token.get(DEEP_LINKING_SETTINGS)
+    if not isinstance(settings, dict):
+        raise LaunchRefused("the deep linking request has no deep_linking_settings")
+    back = settings.get("deep_link_return_url")
+    if not isinstance(back, str) or urlsplit(back).scheme not in ("http", "https") or not urlsplit(back).netloc:
+        raise LaunchRefused(f"the deep linking request's return address {back!r} is not an http(s) URL")
+    if "ltiResourceLink" not in (settings.get("accept_types") or []):
+        raise LaunchRefused("the LMS does not take LTI resource links here (its accept_types), which is what the hub "
+                            "offers")
+    return {"return_url": back, "data": settings.get("data"), "deployment_id": deployment,
+            "accept_multiple": settings.get("accept_multiple") in (True, "true"),
+            "title": str(settings.get("title") or "")}
 
 
 def assignment_of(token: dict) -> str | None:

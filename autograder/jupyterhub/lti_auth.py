@@ -52,6 +52,7 @@ from autograder import lms, lti
 from autograder.course import Course
 from autograder.errors import GradingError
 from autograder.jupyterhub import limits as user_limits
+from autograder.jupyterhub import deep_link
 from autograder.jupyterhub.lms_page import PATH as LMS_PAGE_PATH
 from autograder.jupyterhub.lms_page import LmsPushHandler
 
@@ -296,6 +297,9 @@ class LaunchCallbackHandler(LTI13CallbackHandler):
             raise web.HTTPError(403, f"{REFUSED}: this hub does not admit you")
         admitted = self._lti_admitted
         self._set_course_groups(user, admitted["course"], admitted["role"])
+        if admitted.get("deep_linking"):   # an instructor adding a link: the choice of what it opens
+            self.redirect(f"{self.hub.base_url}lti13/links/{deep_link.remember(user.name, admitted)}")
+            return
         self.redirect(lti.landing(admitted, self.base_url))
 
     def decode_and_validate_launch_request(self):
@@ -364,7 +368,8 @@ class CourseLTIAuthenticator(LTI13Authenticator):
 
     def get_handlers(self, app):
         # the instructors' "Push grades to the LMS" page: in the hub, the one process that may read the tool's key
-        return [*super().get_handlers(app), (self.jwks_url(""), JWKSHandler), (LMS_PAGE_PATH, LmsPushHandler)]
+        return [*super().get_handlers(app), (self.jwks_url(""), JWKSHandler), (LMS_PAGE_PATH, LmsPushHandler),
+                (deep_link.PATH, deep_link.DeepLinkHandler)]
 
     async def _provisioned(self, admitted: dict, claims: dict) -> tuple[float, float, int]:
         """``provision`` for this launch, together with the launches that arrived while the batch

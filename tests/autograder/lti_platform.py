@@ -92,6 +92,7 @@ SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
 RESULTS_TYPE = "application/vnd.ims.lis.v2.resultcontainer+json"
 MEMBERS_TYPE = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"
 DEPLOYMENT_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/deployment_id"
+MESSAGE_TYPE_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/message_type"
 ACTIVITY = {"Initialized", "Started", "InProgress", "Submitted", "Completed"}
 GRADING = {"FullyGraded", "Pending", "PendingManual", "Failed", "NotReady"}
 
@@ -183,6 +184,9 @@ class _Launch(LTIAdvantageMessageLaunchAbstract):
                 message.pop(claim, None)
             else:
                 message[claim] = value
+        if self._deep_linking_launch_data:   # a deep linking request, as the library's own launch makes it
+            message.update(self._deep_linking_launch_data)
+            message["https://purl.imsglobal.org/spec/lti/claim/message_type"] = "LtiDeepLinkingRequest"
         registration = self._registration
         key = self._other_key() if tamper.get("key") == "other" else self._signing_key
         token = Registration.encode_and_sign(message, key, headers={"kid": self._kid},
@@ -391,6 +395,8 @@ class Platform:
         self._scores: dict[str, list] = {}
         self._results: dict[str, dict] = {}
         self._messages: dict[str, dict] = {}
+        self._deep_link_requests: dict[str, dict] = {}
+        self.deep_links: list[tuple[str, dict]] = []   # (context, content item) the tool returned, accepted
         self._failures: dict[str, list[str]] = {}
         self.requests: list[tuple[str, str]] = []
         self._thread = None
@@ -419,6 +425,10 @@ class Platform:
         if str(line_item_id).startswith(self.base_url):
             return str(line_item_id)
         return f"{self.lineitems_url(context_id)}/{line_item_id}"
+
+    @property
+    def deep_link_return_url(self) -> str:
+        return f"{self.base_url}/deep_links/return"
 
     def memberships_url(self, context_id: str) -> str:
         return f"{self.base_url}/contexts/{context_id}/memberships"
@@ -513,14 +523,15 @@ class Platform:
     # -- the browser's launch --
     def launch(self, session: requests.Session, user: dict, context_id: str, resource_link_id: str,
                target_link_uri: str, custom: dict | None = None, tamper: dict | None = None,
-               follow: bool = True) -> requests.Response:
+               follow: bool = True, deep_link: bool = False) -> requests.Response:
         tamper = dict(tamper or {})
         hint = secrets.token_urlsafe(16)
         with self.lock:
             if context_id in self._contexts:
                 self._contexts[context_id]["links"].add(resource_link_id)
             self._messages[hint] = {"user": dict(user), "context_id": context_id, "resource_link_id": resource_link_id,
-                                    "target_link_uri": target_link_uri, "custom": custom, "tamper": tamper}
+                                    "target_link_uri": target_link_uri, "custom": custom, "tamper": tamper,
+                                    "deep_link": deep_link}
         initiation = {"iss": tamper.get("issuer", self.issuer), "login_hint": str(user["sub"]),
                       "target_link_uri": target_link_uri, "lti_message_hint": hint,
                       "lti_deployment_id": tamper.get("deployment_id", self.deployment_id),
@@ -569,7 +580,56 @@ class Platform:
         launch.set_ags(self.lineitems_url(message["context_id"]), allow_creating_lineitems=True)
         launch.set_nrps(self.memberships_url(message["context_id"]))
         launch.set_launch_url(message["target_link_uri"])
+        # what Canvas and Moodle send with every launch (and ltiauthenticator asks of a deep linking request)
+        launch.set_launch_presentation_claim(document_target="iframe")
+        launch.set_extra_claims({"https://purl.imsglobal.org/spec/lti/claim/tool_platform": {
+            "guid": self.issuer, "name": "lti test platform", "product_family_code": "lti1p3platform"}})
+        if message["deep_link"]:   # the LMS's opaque data, to be sent back as it was
+            data = secrets.token_urlsafe(12)
+            with self.lock:
+                self._deep_link_requests[data] = {"context_id": message["context_id"], "used": False}
+            launch.set_dl(self.deep_link_return_url, title="Add a tool link", accept_types={"ltiResourceLink"},
+                          extra_data={"request": data})
         return launch.lti_launch()
+
+    def _deep_link_return(self, form: dict) -> str:
+        """The tool's LtiDeepLinkingResponse (Deep Linking 2.0, section 4): signed by the tool's key
+        (its JWKS), from its client id to this platform, for this deployment, fresh, carrying the data
+        of a request this platform made (once), with LTI resource links only. The items are kept."""
+        token = form.get("JWT")
+        if not token:
+            raise Refused(400, "invalid_request", "no JWT")
+        try:   # the signature, by the tool's JWKS (lti1p3platform's check)
+            claims = LTI1P3PlatformConfAbstract.tool_validate_and_decode(self.conf, token)
+        except Exception as exc:  # noqa: BLE001 - every failure of the JWT is the tool's
+            raise Refused(400, "invalid_request", f"the deep linking response's JWT: {type(exc).__name__}: {exc}") from None
+        audience = claims.get("aud")
+        checks = {
+            "iss is the tool's client id": claims.get("iss") == self.client_id,
+            "aud is this platform": self.issuer in (audience if isinstance(audience, list) else [audience]),
+            "the deployment is this one": claims.get(DEPLOYMENT_CLAIM) == self.deployment_id,
+            "a deep linking response": claims.get(MESSAGE_TYPE_CLAIM) == "LtiDeepLinkingResponse",
+            "LTI 1.3.0": claims.get("https://purl.imsglobal.org/spec/lti/claim/version") == "1.3.0",
+            "not expired": isinstance(claims.get("exp"), int) and claims["exp"] > time.time(),
+            "a nonce": bool(claims.get("nonce")),
+        }
+        failed = [what for what, ok in checks.items() if not ok]
+        if failed:
+            raise Refused(400, "invalid_request", f"the deep linking response is not right: {', '.join(failed)}")
+        data = claims.get("https://purl.imsglobal.org/spec/lti-dl/claim/data")
+        with self.lock:
+            request = self._deep_link_requests.get((data or {}).get("request", "") if isinstance(data, dict) else "")
+            if request is None or request["used"]:
+                raise Refused(400, "invalid_request", "the response's data names no deep linking request (or one "
+                                                      "answered already)")
+            request["used"] = True
+        items = claims.get("https://purl.imsglobal.org/spec/lti-dl/claim/content_items") or []
+        if not isinstance(items, list) or any(not isinstance(i, dict) or i.get("type") != "ltiResourceLink"
+                                              for i in items):
+            raise Refused(400, "invalid_request", "only LTI resource links were asked for")
+        with self.lock:
+            self.deep_links.extend((request["context_id"], item) for item in items)
+        return ", ".join(str(item.get("title")) for item in items)
 
     def _token(self, form: dict) -> dict:
         try:
@@ -680,6 +740,11 @@ class _Handler(BaseHTTPRequestHandler):
                 query = dict(parse_qsl(body.decode()))
             page = platform._authorize(query)
             return self._send(200, page.encode(), "text/html; charset=utf-8")
+        if path == "/deep_links/return" and method == "POST":
+            if content_type != "application/x-www-form-urlencoded":
+                raise Refused(415, "invalid_request", "the form must be application/x-www-form-urlencoded")
+            added = platform._deep_link_return(dict(parse_qsl(body.decode())))
+            return self._send(200, f"<p>Added: {html.escape(added)}</p>".encode(), "text/html; charset=utf-8")
         if path == "/token" and method == "POST":
             if self._fail(platform, "token"):
                 return None

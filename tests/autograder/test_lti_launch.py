@@ -14,6 +14,7 @@ characters) are each refused with a page that says why, and make no account. The
 
 from __future__ import annotations
 
+import base64
 import grp
 import html
 import json
@@ -92,11 +93,28 @@ def test_admit_names_what_does_not_fit(tmp_path):
                         "sub": "42", "assignment": "ch3a", "display_name": "Bo", "email": "bo@example.edu"}
     for claims, reason in (({CLAIM + "deployment_id": "d2"}, "deployment 'd2'"),
                            ({CLAIM + "context": {"id": "other"}}, "LMS course 'other'"),
-                           ({CLAIM + "message_type": "LtiDeepLinkingRequest"}, "resource links only"),
+                           ({CLAIM + "message_type": "LtiSubmissionReviewRequest"}, "deep linking requests only"),
+                           ({CLAIM + "message_type": "LtiDeepLinkingRequest"}, "only the course's instructors"),
                            ({CLAIM + "roles": ["Mentor"]}, "neither Instructor"),
                            ({"sub": "../x"}, "characters")):
         with pytest.raises(lti.LaunchRefused, match=reason):
             lti.admit(registration, _token(**claims))
+    # a deep linking request: an instructor's, with where to return and the LMS's data to send back
+    settings = {"deep_link_return_url": "https://lms/dl/return", "accept_types": ["link", "ltiResourceLink"],
+                "accept_multiple": True, "data": {"opaque": 1}}
+    deep = {CLAIM + "message_type": "LtiDeepLinkingRequest", lti.DEEP_LINKING_SETTINGS: settings,
+            CLAIM + "roles": ["http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"]}
+    assert lti.admit(registration, _token(**deep))["deep_linking"] == {
+        "return_url": "https://lms/dl/return", "data": {"opaque": 1}, "deployment_id": "d1", "accept_multiple": True,
+        "title": ""}
+    assert "deep_linking" not in admitted
+    for changed, reason in (({"deep_link_return_url": "javascript:alert(1)"}, "not an http"),
+                            ({"deep_link_return_url": None}, "not an http"),
+                            ({"accept_types": ["link"]}, "does not take LTI resource links")):
+        with pytest.raises(lti.LaunchRefused, match=reason):
+            lti.admit(registration, _token(**{**deep, lti.DEEP_LINKING_SETTINGS: {**settings, **changed}}))
+    with pytest.raises(lti.LaunchRefused, match="no deep_linking_settings"):
+        lti.admit(registration, _token(**{**deep, lti.DEEP_LINKING_SETTINGS: None}))
     # the link's target names the assignment when no custom parameter does; a path is no assignment
     target = {CLAIM + "target_link_uri": "https://hub/hub/lti13/oauth_login?assignment=ch5_x"}
     assert lti.admit(registration, _token(**target))["assignment"] == "ch5_x"
@@ -750,3 +768,77 @@ def test_a_launch_seen_before_a_restart_of_the_hub_is_refused_after_it(tmp_path)
     # a damaged file is no reason to refuse everyone: it starts afresh
     kept.write_text("[not json")
     assert hub_process()._first_use("n-3")
+
+
+# --- deep linking: the instructor picks what a link opens ------------------------------------------------------
+
+def _forms(page: str) -> list[dict]:
+    """Each form of a page: its action and its hidden fields (single-quoted, as the hub writes them)."""
+    found = []
+    for match in re.finditer(r"<form([^>]*)>(.*?)</form>", page, re.S):
+        action = re.search(r"action='([^']*)'", match.group(1))
+        fields = {html.unescape(n): html.unescape(v)
+                  for n, v in re.findall(r"<input type=['\"]hidden['\"] name=['\"]([^'\"]+)['\"] value=['\"]([^'\"]*)['\"]",
+                                         match.group(2))}
+        found.append({"action": html.unescape(action.group(1)) if action else None, "fields": fields,
+                      "text": match.group(2)})
+    return found
+
+
+@needs_root
+def test_an_instructor_deep_links_an_assignment_and_a_student_lands_on_it(lti_hub):
+    """A deep linking request from the instructor: she is signed in, chooses the assignment on the
+    hub's page (no script; hers alone; used once), the hub signs an LtiDeepLinkingResponse with the
+    tool's key, her browser sends it to the platform, which checks it (signature by the hub's JWKS,
+    audience, deployment, its own data back) and keeps the link: a resource link whose custom
+    parameter names the assignment and whose line item is the one ``lms push`` writes. A student's
+    launch from that link lands on the assignment."""
+    hub = lti_hub
+    launch(hub, "ada")   # (the module's earlier test released ASSIGNMENT: the gradebook has it)
+    browser = requests.Session()
+    picker = hub["platform"].launch(browser, hub["people"]["ada"], hub["context"], "link-dl",
+                                    f"{hub['url']}/hub/lti13/oauth_login", deep_link=True)
+    assert picker.status_code == 200 and "/hub/lti13/links/" in picker.url, (picker.status_code, picker.url, re.findall(r"<p>.*?</p>|error[^<]{0,300}", picker.text, re.S)[:5])
+    policy = picker.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "script" not in policy and "<script" not in picker.text
+    choices = {form["fields"].get("assignment"): form for form in _forms(picker.text)}
+    assert ASSIGNMENT in choices and "" in choices, picker.text[:800]   # and the course's assignment list
+    # the choice is hers alone: the TA, another instructor of the course, is refused it
+    ta_browser, _ = launch(hub, "ta")
+    assert ta_browser.get(picker.url, timeout=60).status_code == 403
+    answer = browser.post(picker.url, data=choices[ASSIGNMENT]["fields"], timeout=60)
+    assert answer.status_code == 200, answer.text[:300]
+    back = _forms(answer.text)[0]
+    assert back["action"] == hub["platform"].deep_link_return_url and set(back["fields"]) == {"JWT"}
+    assert browser.get(picker.url, timeout=60).status_code == 404          # used once
+    # the platform checks the hub's signature: a response changed on the way is refused
+    header, payload, signature = back["fields"]["JWT"].split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"][0]["custom"] = {"assignment": "ch9_other"}
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    assert browser.post(back["action"], data={"JWT": f"{header}.{forged}.{signature}"}, timeout=60).status_code == 400
+    added = browser.post(back["action"], data=back["fields"], timeout=60)
+    assert added.status_code == 200, added.text
+    assert browser.post(back["action"], data=back["fields"], timeout=60).status_code == 400   # the platform: once
+    context, item = hub["platform"].deep_links[-1]
+    assert context == hub["context"] and item["type"] == "ltiResourceLink"
+    assert item["custom"] == {"assignment": ASSIGNMENT} and item["url"] == f"{hub['url']}/hub/lti13/oauth_login"
+    maximum = float(_gradebook_maximum(hub, ASSIGNMENT))
+    assert item["lineItem"] == {"scoreMaximum": maximum, "label": ASSIGNMENT, "resourceId": ASSIGNMENT}
+    # a student opens the link the LMS made of it: its custom parameter and target
+    bo_name = name_of(hub, "bo")
+    student, answer = launch(hub, "bo", custom=item["custom"], target=item["url"])
+    answer = _landed(hub, bo_name, student, answer)
+    assert urlsplit(answer.url).path == f"/user/{bo_name}/lab/tree/{hub['course']}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    # a Learner cannot add links
+    refused = hub["platform"].launch(requests.Session(), hub["people"]["cy"], hub["context"], "link-dl",
+                                     f"{hub['url']}/hub/lti13/oauth_login", deep_link=True)
+    assert refused.status_code == 403 and "only the course's instructors" in html.unescape(refused.text)
+
+
+def _gradebook_maximum(hub, assignment: str) -> float:
+    from nbgrader.api import Gradebook
+
+    course_dir = hub["dir"] / "courses" / hub["course"]
+    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}", hub["course"]) as gb:
+        return gb.find_assignment(assignment).max_score
