@@ -51,8 +51,8 @@ from autograder import hub as course_hub
 from autograder import lms, lti
 from autograder.course import Course
 from autograder.errors import GradingError
-from autograder.jupyterhub import limits as user_limits
 from autograder.jupyterhub import deep_link
+from autograder.jupyterhub import limits as user_limits
 from autograder.jupyterhub.lms_page import PATH as LMS_PAGE_PATH
 from autograder.jupyterhub.lms_page import LmsPushHandler
 
