@@ -221,9 +221,11 @@ def roster_path(given: Path | None) -> Path:
     return Path(path)
 
 
-def connect(course: Course, roster: Path, services: dict | None = None) -> Lms:
+def connect(course: Course, roster: Path, services: dict | None = None, started_with=None) -> Lms:
     """The course's LMS as the roster registers it and launches described it; every gap named.
-    ``services``: the endpoints to use (default: ``_services_of(course)``)."""
+    ``services``: the endpoints to use (default: ``_services_of(course)``). ``started_with``: on a
+    running hub, its registration (``lti.Registration``), which the roster must still name (an edited
+    roster is not the hub's until it restarts)."""
     import requests
     from pylti1p3.service_connector import ServiceConnector
 
@@ -235,6 +237,10 @@ def connect(course: Course, roster: Path, services: dict | None = None) -> Lms:
     if registration is None:
         raise GradingError(f"the roster {roster} has no lti block: this hub is not registered with an LMS "
                            "(see the instructor's guide, LTI)")
+    if started_with is not None and (registration.issuer, registration.client_id) != (started_with.issuer,
+                                                                                      started_with.client_id):
+        raise GradingError(f"the roster's lti block names another LMS or client id than the hub was started with "
+                           f"({roster}): restart the hub (hub stop, hub start) or restore it")
     if course.course_id not in data["courses"]:
         raise GradingError(f"course {course.course_id!r} is not in the roster {roster}")
     context_id = next((c for c, name in registration.contexts.items() if name == course.course_id), None)
@@ -423,16 +429,17 @@ def _points(current: tuple[float, float], maximum: float) -> str:
 
 
 def push(course: Course, assignment: str, roster: Path, dry_run: bool = False,
-         echo: Callable[[str], None] = print, services: dict | None = None) -> int:
+         echo: Callable[[str], None] = print, services: dict | None = None, started_with=None) -> int:
     """Publish the assignment's scores of record to its LMS line item. Returns the exit status:
-    1 when a score was refused or lost to the network, else 0. ``services``: as ``connect``'s."""
+    1 when a score was refused or lost to the network, else 0. ``services``, ``started_with``: as
+    ``connect``'s."""
     from pylti1p3.exception import LtiException
     from pylti1p3.grade import Grade
     from pylti1p3.lineitem import LineItem
 
     check_id("assignment", assignment)
     maximum, records = records_of(course, assignment)
-    lms = connect(course, roster, services)
+    lms = connect(course, roster, services, started_with)
     scopes = set(lms.services.get("scope") or [])
     if SCORE_SCOPE not in scopes:
         raise GradingError("the LMS grants this tool no score scope for the course (its AGS claim); "

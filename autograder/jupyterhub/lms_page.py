@@ -29,7 +29,7 @@ from pathlib import Path
 from jupyterhub.handlers import BaseHandler
 from tornado import web
 
-from autograder import lms
+from autograder import lms, lti
 from autograder.course import Course
 from autograder.errors import GradingError
 
@@ -146,7 +146,8 @@ class LmsPushHandler(BaseHandler):
                     raise GradingError("the hub was started before it kept its roster's path: restart it "
                                        "(hub stop, hub start), or run `lms push` in a terminal")
                 return lms.push(course, assignment, Path(state["roster"]), dry_run=dry_run, echo=lines.append,
-                                services=lms.hub_services(state["hub_dir"]).get(course_id, {}))
+                                services=lms.hub_services(state["hub_dir"]).get(course_id, {}),
+                                started_with=lti.Registration.from_state(state["lti"]))
             finally:
                 lock.release()   # when the push ends, even one that outran the page's deadline
 

@@ -180,11 +180,9 @@ def class_list(state: dict, course: str) -> list[tuple[dict, dict]]:
     services = lms.hub_services(Path(state["hub_dir"])).get(course) or {}
     if not services.get("context_memberships_url"):
         raise GradingError(f"no launch into {course} has named the LMS's class list service (NRPS)")
-    connection = lms.connect(Course(root=folder, source=folder, course_id=course), Path(state["roster"]), services)
     registration = lti.Registration.from_state(state["lti"])   # the hub's, which names its users
-    if (connection.registration.issuer, connection.registration.client_id) != (registration.issuer, registration.client_id):
-        raise GradingError(f"the roster's lti block names another LMS or client id than the hub was started with "
-                           f"({state['roster']}): restart the hub (hub stop, hub start) or restore it")
+    connection = lms.connect(Course(root=folder, source=folder, course_id=course), Path(state["roster"]), services,
+                             started_with=registration)
     launches = []
     for member in connection.members():
         role = lti.course_role(member.get("roles"))

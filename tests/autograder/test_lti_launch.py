@@ -574,8 +574,17 @@ def test_a_deployment_added_by_hub_update_is_admitted_at_once(lti_hub):
     from autograder.errors import GradingError
     from autograder.jupyterhub import lti_auth
 
+    state = course_hub._load(hub["dir"] / "state.json")
     with pytest.raises(GradingError, match="another LMS"):
-        lti_auth.class_list(course_hub._load(hub["dir"] / "state.json"), hub["course"])
+        lti_auth.class_list(state, hub["course"])
+    # nor does the hub's push page send grades by it (what it runs: lms.push with the hub's registration)
+    from autograder import lms
+    from autograder.course import Course
+
+    folder = hub["dir"] / "courses" / hub["course"]
+    with pytest.raises(GradingError, match="another LMS"):
+        lms.push(Course(root=folder, source=folder, course_id=hub["course"]), ASSIGNMENT, roster_file, dry_run=True,
+                 echo=lambda line: None, started_with=lti.Registration.from_state(state["lti"]))
     roster["lti"]["issuer"] = hub["platform"].issuer
     roster_file.write_text(json.dumps(roster))
 
