@@ -349,6 +349,7 @@ class CourseLTIAuthenticator(LTI13Authenticator):
     state_path = Unicode("", help="the hub's state.json: its LTI registration and courses").tag(config=True)
 
     _seen_nonces: dict | None = None
+    _nonces_path: Path | None = None
     _waiting: list | None = None   # launches admitted, their accounts and records not yet made
     _provisioning: asyncio.Future | None = None
     _synced: dict | None = None   # course -> when an instructor's launch last had its class list read
@@ -424,10 +425,10 @@ class CourseLTIAuthenticator(LTI13Authenticator):
         an hour, beyond ltiauthenticator's ten minutes of age). Kept in ``<hub>/lti/nonces.json`` too
         (root's), so that a launch copied before a restart of the hub is refused after it."""
         now = time.time()
-        path = nonces_file(Path(self._state()["hub_dir"]))
-        if self._seen_nonces is None:
+        if self._seen_nonces is None:   # (the hub's folder is fixed for its life: read once, with the file)
+            self._nonces_path = nonces_file(Path(self._state()["hub_dir"]))
             try:
-                kept = json.loads(path.read_text())
+                kept = json.loads(self._nonces_path.read_text())
             except (OSError, ValueError):
                 kept = {}
             self._seen_nonces = {n: float(until) for n, until in kept.items()
@@ -437,8 +438,8 @@ class CourseLTIAuthenticator(LTI13Authenticator):
         if not isinstance(nonce, str) or not nonce or nonce in self._seen_nonces:
             return False
         self._seen_nonces[nonce] = now + 3600
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        course_hub._write(path, json.dumps(self._seen_nonces), 0o600)
+        self._nonces_path.parent.mkdir(mode=0o700, exist_ok=True)
+        course_hub._write(self._nonces_path, json.dumps(self._seen_nonces), 0o600)
         return True
 
     async def authenticate(self, handler, data=None):

@@ -220,12 +220,7 @@ def admin(hub, method: str, path: str):
     return course_hub.hub_api(course_hub._load(hub["dir"] / "state.json"), method, path)
 
 
-def exists(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
+exists = course_hub._user_exists   # whether the machine has the account
 
 
 def hub_users(hub) -> set[str]:
